@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+/**
+ * The `kvrouter` command: one entry point, one sub-command per program. Each
+ * sub-command module exports `main(argv): Promise<number>` (the exit code) and is
+ * loaded only when asked for, so `kvrouter serve` never loads the simulator.
+ */
+
+type SubMain = (argv: string[]) => Promise<number>;
+
+const COMMANDS: Record<string, { describe: string; load: () => Promise<{ main: SubMain }> }> = {
+  serve: { describe: "run the router service", load: () => import("./main.js") },
+  "sim-worker": {
+    describe: "run one simulated vLLM worker (no GPU)",
+    load: () => import("./sim/sim-worker-main.js"),
+  },
+  demo: {
+    describe: "router + 4 simulated workers, kv-aware vs round-robin",
+    load: () => import("./demo/demo-main.js"),
+  },
+  replay: {
+    describe: "replay a request trace through the router in virtual time",
+    load: () => import("./replay/replay-main.js"),
+  },
+};
+
+function usage(): string {
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(12)} ${c.describe}`);
+  return `usage: kvrouter <command> [options]\n\ncommands:\n${lines.join("\n")}\n\nkvrouter <command> --help for a command's options\n`;
+}
+
+async function run(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "--help" || name === "-h") {
+    process.stdout.write(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const command = COMMANDS[name];
+  if (command === undefined) {
+    process.stderr.write(`kvrouter: unknown command '${name}'\n\n${usage()}`);
+    return 2;
+  }
+  const mod = await command.load();
+  return mod.main(rest);
+}
+
+run(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(
+      `kvrouter: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exitCode = 1;
+  },
+);

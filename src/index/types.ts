@@ -1,0 +1,75 @@
+/**
+ * The prefix index's contract. `radix-tree.ts` implements it; the router, the
+ * subscribers and the trace replay tool only see this interface.
+ */
+
+import type { KvEvent, Tier } from "../protocol/events.js";
+import type { WorkerKey } from "../protocol/worker.js";
+
+declare const blockKeySeqBrand: unique symbol;
+
+/**
+ * A sequence of the router's own chained block keys (64-bit each), stored without
+ * BigInt as interleaved 32-bit halves: `[hi0, lo0, hi1, lo1, …]`. Never an engine hash.
+ */
+export type BlockKeySeq = Uint32Array & { readonly [blockKeySeqBrand]: true };
+
+/** Outcome of applying one event; every outcome is counted by the index. */
+export type ApplyStatus =
+  | "applied"
+  /** stored: `parentHash` is not a block this worker is known to hold. */
+  | "parent_not_found"
+  /** removed / token-less stored: an engine hash this worker is not known to hold. */
+  | "block_not_found"
+  /** stored: the event's block size differs from the index's. */
+  | "block_size_mismatch"
+  /** stored: `tokenIds.length !== blockHashes.length × blockSize`. */
+  | "invalid_token_count";
+
+export interface ApplyResult {
+  readonly status: ApplyStatus;
+  /** removed: hashes that were unknown (the others were still applied). */
+  readonly unknownHashes: number;
+}
+
+/** How far one worker holds a prompt's prefix. All counts are in blocks. */
+export interface WorkerMatch {
+  readonly worker: WorkerKey;
+  /** Leading blocks held contiguously from the root in GPU memory. */
+  readonly gpu: number;
+  /** Leading blocks held contiguously in GPU or host memory (≥ gpu). */
+  readonly host: number;
+  /** Leading blocks held contiguously in any tier (≥ host). */
+  readonly disk: number;
+  /** All blocks this worker holds in the index, any prompt, any tier. */
+  readonly totalBlocks: number;
+}
+
+export interface MatchResult {
+  /** Number of keys that were looked up. */
+  readonly blocks: number;
+  /** One entry per worker present in the index, in a stable order. */
+  readonly workers: readonly WorkerMatch[];
+}
+
+export interface IndexStats {
+  readonly nodes: number;
+  readonly workers: number;
+  /** Sum over workers of blocks held (a block held by 3 workers counts 3). */
+  readonly workerBlocks: number;
+  /** Outcome counters: `${event.type}/${status}` → count. */
+  readonly outcomes: Readonly<Record<string, number>>;
+}
+
+export interface PrefixIndex {
+  readonly blockSize: number;
+  /** Apply one event of one worker, synchronously and in stream order. */
+  applyEvent(worker: WorkerKey, event: KvEvent): ApplyResult;
+  /** Forget every block of a worker (stream reset, unknown state, removal). */
+  removeWorker(worker: WorkerKey): void;
+  /** Leading-block overlap of `keys` for every worker, per tier. */
+  findMatches(keys: BlockKeySeq): MatchResult;
+  stats(): IndexStats;
+}
+
+export type { Tier };
