@@ -1,0 +1,56 @@
+/**
+ * The combining rule: how a worker's scraped (or pushed) snapshot and the router's own
+ * in-flight predictions make one load figure without counting a request twice.
+ *
+ * A snapshot taken at `atMs` already includes every request the engine had admitted by
+ * then, so for the quantities the engine reports (waiting, running, KV blocks) only
+ * in-flight requests routed strictly *after* `atMs` are added. Pending prefill tokens
+ * are not reported by any engine (only request counts are), so they always come from
+ * the in-flight records. Without a usable snapshot (never scraped, or stale) the load is
+ * the prediction alone. Details and the known errors of this rule: `docs/load.md`.
+ */
+
+import type { EffectiveLoad, InFlightTotals, LoadSnapshot } from "./types.js";
+
+/**
+ * Combine a usable snapshot (null = none, or stale) with in-flight totals.
+ * `all` = every in-flight request of the worker; `newer` = those routed after
+ * `snapshot.atMs` (ignored when there is no snapshot). `configuredCapacity` is the
+ * worker's configured GPU blocks, used when the snapshot does not report them.
+ */
+export function effectiveLoad(
+  snapshot: LoadSnapshot | null,
+  all: InFlightTotals,
+  newer: InFlightTotals,
+  configuredCapacity: number | null,
+): EffectiveLoad {
+  const capacity = positiveOrNull(snapshot?.numGpuBlocks) ?? configuredCapacity;
+  if (snapshot === null) {
+    return {
+      pendingPrefillTokens: all.pendingPrefillTokens,
+      activeBlocks: all.activeBlocks,
+      waiting: all.pendingRequests,
+      running: all.activeRequests - all.pendingRequests,
+      kvLoad: capacity === null ? null : all.activeBlocks / capacity,
+      capacityBlocks: capacity,
+      basis: "predicted",
+    };
+  }
+  // Without a capacity the scraped fraction cannot be turned into blocks: the block
+  // count then comes from predictions and the fraction from the scrape.
+  const activeBlocks =
+    capacity === null ? all.activeBlocks : snapshot.kvUsage * capacity + newer.activeBlocks;
+  return {
+    pendingPrefillTokens: all.pendingPrefillTokens,
+    activeBlocks,
+    waiting: snapshot.waiting + newer.pendingRequests,
+    running: snapshot.running + (newer.activeRequests - newer.pendingRequests),
+    kvLoad: capacity === null ? snapshot.kvUsage : activeBlocks / capacity,
+    capacityBlocks: capacity,
+    basis: "scraped+predicted",
+  };
+}
+
+function positiveOrNull(n: number | undefined): number | null {
+  return n !== undefined && n > 0 ? n : null;
+}

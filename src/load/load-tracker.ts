@@ -1,0 +1,161 @@
+/**
+ * Latest load snapshot per worker, from scrapes or pushes alike, with failure tracking
+ * and staleness. A worker is stale once `staleAfterMs` passed since its last success
+ * (or since tracking started, if it never succeeded). Pure state: time is passed in.
+ */
+
+import type { WorkerKey } from "../protocol/worker.js";
+import type { LoadSnapshot, LoadSource, LoadState, LoadView } from "./types.js";
+
+export interface LoadTrackerConfig {
+  /** Time without a successful scrape/push after which a worker is stale. */
+  readonly staleAfterMs: number;
+}
+
+interface Entry {
+  snapshot: LoadSnapshot | null;
+  source: LoadSource | null;
+  sinceMs: number;
+  lastSuccessMs: number | null;
+  lastFailureMs: number | null;
+  lastError: string | null;
+  consecutiveFailures: number;
+  totalFailures: number;
+  totalSuccesses: number;
+}
+
+/** Checks a snapshot's numbers; returns a message naming the bad field, or null. */
+export function validateSnapshot(s: LoadSnapshot): string | null {
+  const nonNeg = (name: string, v: number | undefined) =>
+    v !== undefined && !(Number.isFinite(v) && v >= 0)
+      ? `${name} must be a finite number ≥ 0`
+      : null;
+  if (!(Number.isFinite(s.kvUsage) && s.kvUsage >= 0 && s.kvUsage <= 1)) {
+    return "kvUsage must be a number in 0..1";
+  }
+  return (
+    nonNeg("running", s.running) ??
+    nonNeg("waiting", s.waiting) ??
+    nonNeg("prefixCacheQueries", s.prefixCacheQueries) ??
+    nonNeg("prefixCacheHits", s.prefixCacheHits) ??
+    nonNeg("numGpuBlocks", s.numGpuBlocks) ??
+    nonNeg("blockSize", s.blockSize) ??
+    (s.prefixCacheHitRate !== undefined &&
+    !(
+      Number.isFinite(s.prefixCacheHitRate) &&
+      s.prefixCacheHitRate >= 0 &&
+      s.prefixCacheHitRate <= 1
+    )
+      ? "prefixCacheHitRate must be a number in 0..1"
+      : null) ??
+    (Number.isFinite(s.atMs) ? null : "atMs must be finite")
+  );
+}
+
+export class LoadTracker {
+  readonly #entries = new Map<WorkerKey, Entry>();
+  readonly staleAfterMs: number;
+
+  constructor(config: LoadTrackerConfig) {
+    if (!(config.staleAfterMs > 0)) throw new RangeError("staleAfterMs must be > 0");
+    this.staleAfterMs = config.staleAfterMs;
+  }
+
+  /** Start the staleness clock for a worker (no-op if already tracked). */
+  track(worker: WorkerKey, nowMs: number): void {
+    this.#entry(worker, nowMs);
+  }
+
+  /** Forget a worker entirely (it was removed from the fleet). */
+  forget(worker: WorkerKey): void {
+    this.#entries.delete(worker);
+  }
+
+  /**
+   * Record a successful observation. Throws `RangeError` on invalid numbers (callers that
+   * take input from outside validate first with `validateSnapshot`).
+   */
+  update(
+    worker: WorkerKey,
+    snapshot: LoadSnapshot,
+    nowMs: number,
+    source: LoadSource = "scrape",
+  ): void {
+    const problem = validateSnapshot(snapshot);
+    if (problem !== null) throw new RangeError(`load snapshot for ${worker}: ${problem}`);
+    const e = this.#entry(worker, nowMs);
+    e.snapshot = snapshot;
+    e.source = source;
+    e.lastSuccessMs = nowMs;
+    e.consecutiveFailures = 0;
+    e.totalSuccesses++;
+  }
+
+  /** Record a failed scrape (or a push that could not be used). */
+  recordFailure(worker: WorkerKey, error: string, nowMs: number): void {
+    const e = this.#entry(worker, nowMs);
+    e.lastFailureMs = nowMs;
+    e.lastError = error;
+    e.consecutiveFailures++;
+    e.totalFailures++;
+  }
+
+  /** Whether the worker is tracked and has had no success for `staleAfterMs`. */
+  isStale(worker: WorkerKey, nowMs: number): boolean {
+    const e = this.#entries.get(worker);
+    return e !== undefined && nowMs - (e.lastSuccessMs ?? e.sinceMs) >= this.staleAfterMs;
+  }
+
+  /** Latest snapshot, or null (fast path for the router; ignores staleness). */
+  snapshot(worker: WorkerKey): LoadSnapshot | null {
+    return this.#entries.get(worker)?.snapshot ?? null;
+  }
+
+  state(worker: WorkerKey, nowMs: number): LoadState {
+    if (!this.#entries.has(worker)) return "unknown";
+    return this.isStale(worker, nowMs) ? "stale" : "fresh";
+  }
+
+  /** Everything known about a worker at `nowMs`. */
+  view(worker: WorkerKey, nowMs: number): LoadView {
+    const e = this.#entries.get(worker);
+    const state = this.state(worker, nowMs);
+    return {
+      worker,
+      state,
+      stale: state === "stale",
+      snapshot: e?.snapshot ?? null,
+      source: e?.source ?? null,
+      lastSuccessMs: e?.lastSuccessMs ?? null,
+      lastFailureMs: e?.lastFailureMs ?? null,
+      lastError: e?.lastError ?? null,
+      consecutiveFailures: e?.consecutiveFailures ?? 0,
+      totalFailures: e?.totalFailures ?? 0,
+      totalSuccesses: e?.totalSuccesses ?? 0,
+    };
+  }
+
+  /** Tracked workers. */
+  workers(): WorkerKey[] {
+    return [...this.#entries.keys()];
+  }
+
+  #entry(worker: WorkerKey, nowMs: number): Entry {
+    let e = this.#entries.get(worker);
+    if (e === undefined) {
+      e = {
+        snapshot: null,
+        source: null,
+        sinceMs: nowMs,
+        lastSuccessMs: null,
+        lastFailureMs: null,
+        lastError: null,
+        consecutiveFailures: 0,
+        totalFailures: 0,
+        totalSuccesses: 0,
+      };
+      this.#entries.set(worker, e);
+    }
+    return e;
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * The cost of sending a prompt to one candidate, in blocks of prefill work:
+ *
+ *   total = w_prefill · (newPrefillBlocks + pendingPrefillTokens / blockSize)
+ *         + w_decode  · activeBlocks
+ *         + w_queue   · waiting
+ *         + stalePenalty (stale and kept only)
+ *
+ * `newPrefillBlocks` charges each full prompt block the cheapest way the candidate can
+ * get it: 0 from its GPU, `w_host` from host memory, `w_disk` from disk, `w_store` from a
+ * shared store, 1 (a miss) otherwise; the partial tail block is always a miss.
+ */
+
+import type { CandidateInput, CostWeights, TierOverlap } from "./types.js";
+
+/** Per-block cost of the prompt's full blocks plus the tail, for one candidate. */
+export function newPrefillBlocks(
+  promptTokens: number,
+  promptBlocks: number,
+  blockSize: number,
+  overlap: TierOverlap,
+  w: CostWeights,
+): number {
+  const n = promptBlocks;
+  // Tiers are cumulative from the root; clamp defensively so gpu ≤ host ≤ disk ≤ n.
+  const gpu = clamp(overlap.gpu, 0, n);
+  const host = clamp(overlap.host, gpu, n);
+  const disk = clamp(overlap.disk, host, n);
+  const store = clamp(overlap.store, 0, n);
+  const tail = Math.max(0, promptTokens - n * blockSize) / blockSize;
+  // Local cost is a step function over [0,gpu) [gpu,host) [host,disk) [disk,n); the store
+  // offers w_store on [0,store). Each block takes the cheaper of the two.
+  let cost = 0;
+  cost += segment(gpu, host, w.host, store, w.store);
+  cost += segment(host, disk, w.disk, store, w.store);
+  cost += segment(disk, n, 1, store, w.store);
+  return cost + tail;
+}
+
+/** Cost of blocks [from, to) at `local` each, where blocks below `store` may cost `ws`. */
+function segment(from: number, to: number, local: number, store: number, ws: number): number {
+  if (to <= from) return 0;
+  const len = to - from;
+  if (ws >= local || store <= from) return len * local;
+  const inStore = Math.min(store, to) - from;
+  return inStore * ws + (len - inStore) * local;
+}
+
+function clamp(v: number, lo: number, hi: number): number {
+  return Math.max(lo, Math.min(v, hi));
+}
+
+export interface CostTerms {
+  readonly newPrefillBlocks: number;
+  readonly prefillCost: number;
+  readonly decodeCost: number;
+  readonly queueCost: number;
+  readonly stalePenalty: number;
+  readonly totalCost: number;
+}
+
+/** All cost terms of one candidate. `penalty` is the stale penalty to add (0 if none). */
+export function candidateCost(
+  c: CandidateInput,
+  promptTokens: number,
+  promptBlocks: number,
+  blockSize: number,
+  w: CostWeights,
+  penalty: number,
+): CostTerms {
+  const fresh = newPrefillBlocks(promptTokens, promptBlocks, blockSize, c.overlap, w);
+  const prefillCost = w.prefill * (fresh + c.load.pendingPrefillTokens / blockSize);
+  const decodeCost = w.decode * c.load.activeBlocks;
+  const queueCost = w.queue * c.load.waiting;
+  return {
+    newPrefillBlocks: fresh,
+    prefillCost,
+    decodeCost,
+    queueCost,
+    stalePenalty: penalty,
+    totalCost: prefillCost + decodeCost + queueCost + penalty,
+  };
+}

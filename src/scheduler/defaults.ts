@@ -1,0 +1,25 @@
+/**
+ * Default scheduler weights and switches, in one place so the trace simulator's tuning
+ * can change them without touching the logic. Reasoning for each value:
+ * `docs/cost-function.md`.
+ */
+
+import type { CostWeights, SchedulerConfig } from "./types.js";
+
+export const DEFAULT_WEIGHTS: CostWeights = Object.freeze({
+  prefill: 1,
+  decode: 1,
+  queue: 2,
+  host: 0.15,
+  disk: 0.4,
+  store: 0.5,
+});
+
+export const DEFAULT_SCHEDULER_CONFIG: SchedulerConfig = Object.freeze({
+  weights: DEFAULT_WEIGHTS,
+  temperature: 0,
+  outlierStdK: 2,
+  kvHardCap: 0.97,
+  stalePolicy: "exclude",
+  stalePenalty: 64,
+});

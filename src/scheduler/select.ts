@@ -1,0 +1,67 @@
+/**
+ * Choosing among eligible candidates: at temperature 0 the lowest cost (ties broken at
+ * random), above 0 a softmax over costs normalised to [0, 1], so the temperature means
+ * the same thing whatever the scale of the costs. Randomness comes from the caller.
+ */
+
+/** Costs closer than this (relative) are a tie. */
+const TIE_EPSILON = 1e-9;
+
+export interface Selection {
+  readonly index: number;
+  /** Probability of each candidate (0 for ineligible ones). */
+  readonly probabilities: number[];
+  readonly tie: boolean;
+}
+
+/**
+ * `costs[i]` is ignored where `eligible[i]` is false; at least one must be eligible.
+ * `rng` returns uniform numbers in [0, 1).
+ */
+export function selectCandidate(
+  costs: readonly number[],
+  eligible: readonly boolean[],
+  temperature: number,
+  rng: () => number,
+): Selection {
+  const n = costs.length;
+  let min = Infinity;
+  let max = -Infinity;
+  for (let i = 0; i < n; i++) {
+    if (!eligible[i]) continue;
+    const c = costs[i]!;
+    if (c < min) min = c;
+    if (c > max) max = c;
+  }
+  if (min === Infinity) throw new RangeError("selectCandidate: no eligible candidate");
+  const probabilities: number[] = new Array(n).fill(0);
+  const tol = TIE_EPSILON * Math.max(1, Math.abs(min));
+  if (temperature === 0 || max - min <= tol) {
+    const best: number[] = [];
+    for (let i = 0; i < n; i++) if (eligible[i] && costs[i]! - min <= tol) best.push(i);
+    for (const i of best) probabilities[i] = 1 / best.length;
+    const pick = best[Math.min(best.length - 1, Math.floor(rng() * best.length))]!;
+    return { index: pick, probabilities, tie: best.length > 1 };
+  }
+  const range = max - min;
+  let sum = 0;
+  for (let i = 0; i < n; i++) {
+    if (!eligible[i]) continue;
+    const p = Math.exp(-(costs[i]! - min) / range / temperature);
+    probabilities[i] = p;
+    sum += p;
+  }
+  let last = -1;
+  for (let i = 0; i < n; i++) {
+    if (!eligible[i]) continue;
+    probabilities[i]! /= sum;
+    last = i;
+  }
+  let r = rng();
+  for (let i = 0; i < n; i++) {
+    if (!eligible[i]) continue;
+    r -= probabilities[i]!;
+    if (r < 0) return { index: i, probabilities, tie: false };
+  }
+  return { index: last, probabilities, tie: false };
+}
