@@ -1,0 +1,111 @@
+/**
+ * The simulated engine's block hashes: 64-bit chained hashes of (parent hash, block tokens,
+ * LoRA name), salted with a per-process seed like vLLM's NONE_HASH / PYTHONHASHSEED, so the
+ * values are opaque to a router (it cannot recompute them from tokens and must map them).
+ *
+ * Two independent 32-bit murmur3-style lanes give the 64 bits without BigInt on the hot
+ * path; a hash is carried as a 16-hex-digit string (`hi` then `lo`), which is also a fast
+ * Map key. `hashToBigInt` converts for the wire (unsigned, like vLLM ≥ 0.10.2).
+ */
+
+/** A block hash as 16 lowercase hex digits. Engine-side only; never a router key. */
+export type SimBlockHash = string;
+
+const HEX8 = (n: number): string => (n >>> 0).toString(16).padStart(8, "0");
+
+function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+function round(h: number, k: number): number {
+  k = Math.imul(k, 0xcc9e2d51);
+  k = (k << 15) | (k >>> 17);
+  k = Math.imul(k, 0x1b873593);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
+function stringHash32(s: string, seed: number): number {
+  let h = seed | 0;
+  for (let i = 0; i < s.length; i++) h = round(h, s.charCodeAt(i));
+  return fmix32(h ^ s.length);
+}
+
+/** Seeded chained block hasher. One per simulated engine process. */
+export class BlockHasher {
+  readonly #seedA: number;
+  readonly #seedB: number;
+  /** The root "parent" of every first block (vLLM's random NONE_HASH). */
+  readonly #rootHi: number;
+  readonly #rootLo: number;
+  readonly #loraCache = new Map<string, [number, number]>();
+
+  /** @param seed any 32-bit integer; equal seeds give equal hashes (tests, reproducible runs). */
+  constructor(seed: number) {
+    this.#seedA = fmix32((seed ^ 0x243f6a88) >>> 0);
+    this.#seedB = fmix32((seed ^ 0x85a308d3) + 0x13198a2e);
+    this.#rootHi = fmix32(this.#seedA ^ 0x03707344);
+    this.#rootLo = fmix32(this.#seedB ^ 0xa4093822);
+  }
+
+  /**
+   * Hash of the block `tokens[start, start + size)` whose parent is `parent`
+   * (null = first block of a sequence).
+   */
+  hashBlock(
+    parent: SimBlockHash | null,
+    tokens: ArrayLike<number>,
+    start: number,
+    size: number,
+    loraName: string | null,
+  ): SimBlockHash {
+    let pHi: number;
+    let pLo: number;
+    if (parent === null) {
+      pHi = this.#rootHi;
+      pLo = this.#rootLo;
+    } else {
+      pHi = Number.parseInt(parent.slice(0, 8), 16);
+      pLo = Number.parseInt(parent.slice(8, 16), 16);
+    }
+    let a = round(round(this.#seedA, pHi), pLo);
+    let b = round(round(this.#seedB, pLo), pHi ^ 0x5bd1e995);
+    const end = start + size;
+    for (let i = start; i < end; i++) {
+      const t = tokens[i]!;
+      a = round(a, t);
+      b = round(b, t ^ 0x9e3779b9);
+    }
+    if (loraName !== null) {
+      const [la, lb] = this.#loraHash(loraName);
+      a = round(a, la);
+      b = round(b, lb);
+    }
+    a = fmix32(a ^ size);
+    b = fmix32(b ^ Math.imul(size, 0x27d4eb2f));
+    // Cross the lanes so neither half is a function of one lane only.
+    const hi = fmix32(a ^ Math.imul(b, 0x165667b1));
+    const lo = fmix32(b ^ Math.imul(a, 0x9e3779b1) ^ hi);
+    return HEX8(hi) + HEX8(lo);
+  }
+
+  #loraHash(name: string): [number, number] {
+    let h = this.#loraCache.get(name);
+    if (h === undefined) {
+      h = [stringHash32(name, this.#seedA), stringHash32(name, this.#seedB ^ 0x7f4a7c15)];
+      this.#loraCache.set(name, h);
+    }
+    return h;
+  }
+}
+
+/** The unsigned 64-bit value of a hash, for the wire. */
+export function hashToBigInt(hash: SimBlockHash): bigint {
+  return BigInt(`0x${hash}`);
+}
