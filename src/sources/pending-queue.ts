@@ -1,0 +1,43 @@
+/**
+ * A FIFO of live messages waiting while a replay is in flight. An array with a moving
+ * head, so draining a long backlog is O(n) rather than O(n²) with `shift()`.
+ */
+
+export interface PendingMessage {
+  readonly seq: bigint;
+  readonly payload: Uint8Array;
+}
+
+export class PendingQueue {
+  #items: PendingMessage[] = [];
+  #head = 0;
+
+  get length(): number {
+    return this.#items.length - this.#head;
+  }
+
+  push(item: PendingMessage): void {
+    this.#items.push(item);
+  }
+
+  peek(): PendingMessage | undefined {
+    return this.#items[this.#head];
+  }
+
+  /** Drop the head (call after `peek`). */
+  dropHead(): void {
+    this.#head++;
+    if (this.#head === this.#items.length) {
+      this.#items = [];
+      this.#head = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  clear(): void {
+    this.#items = [];
+    this.#head = 0;
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * All KV event streams of the fleet: one `KvEventSubscriber` per (worker, dp rank).
+ * A worker with data-parallel size N has N streams; rank r's endpoints are rank 0's
+ * with the port + r (vLLM's convention). Removing a worker closes its streams and drops
+ * its blocks from the index, so a removed worker can never be matched.
+ */
+
+import type { PrefixIndex } from "../index/types.js";
+import { type WorkerKey, workerKey } from "../protocol/worker.js";
+import { endpointForRank } from "./endpoint.js";
+import { KvEventSubscriber, type KvEventSubscriberDeps } from "./kv-event-subscriber.js";
+import type { StreamFormat, StreamState } from "./stream-state.js";
+
+/** One worker's event source, as configured. */
+export interface WorkerStreamConfig {
+  readonly workerId: string;
+  /** Rank 0's PUB endpoint, `tcp://host:P`. */
+  readonly eventsEndpoint: string;
+  /** Rank 0's replay endpoint, or null. */
+  readonly replayEndpoint: string | null;
+  readonly topic: string;
+  /** Number of data-parallel ranks (≥ 1). */
+  readonly dataParallelSize: number;
+  readonly format: StreamFormat;
+}
+
+/** Settings shared by every stream of the pool. */
+export interface SubscriberPoolOptions {
+  readonly replayTimeoutMs?: number;
+  readonly reconnectIntervalMs?: number;
+  readonly reconnectMaxIntervalMs?: number;
+  readonly receiveHighWaterMark?: number;
+  readonly heartbeatIntervalMs?: number;
+}
+
+export class SubscriberPool {
+  readonly #index: PrefixIndex;
+  readonly #options: SubscriberPoolOptions;
+  readonly #deps: KvEventSubscriberDeps;
+  readonly #workers = new Map<string, KvEventSubscriber[]>();
+  #closed = false;
+
+  constructor(
+    index: PrefixIndex,
+    options: SubscriberPoolOptions = {},
+    deps: KvEventSubscriberDeps = {},
+  ) {
+    this.#index = index;
+    this.#options = options;
+    this.#deps = deps;
+  }
+
+  /**
+   * Start one subscriber per rank. Throws (before opening anything) on a duplicate
+   * worker id, a bad rank count, or endpoints without a port to offset.
+   */
+  add(config: WorkerStreamConfig): WorkerKey[] {
+    if (this.#closed) throw new Error("SubscriberPool is closed");
+    if (this.#workers.has(config.workerId)) {
+      throw new Error(`worker ${config.workerId} already has event subscribers`);
+    }
+    const n = config.dataParallelSize;
+    if (!Number.isInteger(n) || n < 1) {
+      throw new RangeError(
+        `dataParallelSize of ${config.workerId} must be an integer ≥ 1, got ${n}`,
+      );
+    }
+    const streams = Array.from({ length: n }, (_, rank) => ({
+      worker: workerKey(config.workerId, rank),
+      endpoint: endpointForRank(config.eventsEndpoint, rank),
+      replayEndpoint:
+        config.replayEndpoint === null ? null : endpointForRank(config.replayEndpoint, rank),
+    }));
+    const subscribers = streams.map(
+      (s) =>
+        new KvEventSubscriber(
+          { ...this.#options, ...s, topic: config.topic, format: config.format },
+          this.#index,
+          this.#deps,
+        ),
+    );
+    this.#workers.set(config.workerId, subscribers);
+    return streams.map((s) => s.worker);
+  }
+
+  /** Close a worker's subscribers and forget its blocks. False if it was not there. */
+  async remove(workerId: string): Promise<boolean> {
+    const subscribers = this.#workers.get(workerId);
+    if (subscribers === undefined) return false;
+    this.#workers.delete(workerId);
+    await Promise.all(subscribers.map((s) => s.close()));
+    for (const s of subscribers) this.#index.removeWorker(s.state().worker);
+    return true;
+  }
+
+  has(workerId: string): boolean {
+    return this.#workers.has(workerId);
+  }
+
+  /** Every stream's state, workers in insertion order, ranks ascending. */
+  states(): StreamState[] {
+    const out: StreamState[] = [];
+    for (const subscribers of this.#workers.values()) {
+      for (const s of subscribers) out.push(s.state());
+    }
+    return out;
+  }
+
+  /** Close every subscriber (index entries are kept: the process is usually stopping). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const all = [...this.#workers.values()].flat();
+    this.#workers.clear();
+    await Promise.all(all.map((s) => s.close()));
+  }
+}
