@@ -1,0 +1,160 @@
+import { describe, expect, it } from "vitest";
+import { type LoadConfigOptions, loadConfig } from "./config.js";
+
+function problems(file: string | null, opts: Partial<LoadConfigOptions> = {}): string[] {
+  const outcome = loadConfig({
+    argv: [],
+    env: {},
+    defaultFile: file === null ? null : "mem.yaml",
+    readFile: () => file ?? "",
+    ...opts,
+  });
+  if (outcome.kind !== "invalid") throw new Error(`expected invalid, got ${outcome.kind}`);
+  return outcome.issues.map((i) => `${i.key}: ${i.message}`);
+}
+
+const W = "workers:\n  - id: w0\n    url: http://127.0.0.1:9000\n";
+
+describe("config validation names the key and the bad value", () => {
+  it.each([
+    ["server:\n  port: 70000\n", "server.port: must be an integer in [0, 65535], got 70000"],
+    ["server:\n  port: 80.5\n", "server.port: must be an integer in [0, 65535], got 80.5"],
+    ['server:\n  port: "80"\n', 'server.port: must be an integer in [0, 65535], got "80"'],
+    ["server:\n  host: 12\n", "server.host: must be a string, got 12"],
+    ['server:\n  authToken: ""\n', 'server.authToken: must be a non-empty string or null, got ""'],
+    [
+      "server:\n  bodyLimitBytes: 10\n",
+      "server.bodyLimitBytes: must be an integer in [1024, 268435456], got 10",
+    ],
+    [
+      "log:\n  level: loud\n",
+      'log.level: must be one of fatal, error, warn, info, debug, trace, silent, got "loud"',
+    ],
+    [
+      "load:\n  staleAfterMs: -1\n",
+      "load.staleAfterMs: must be an integer in [1, 86400000], got -1",
+    ],
+    [
+      "load:\n  scrapeIntervalMs: 100\n  scrapeTimeoutMs: 200\n",
+      "load.scrapeTimeoutMs: must not exceed load.scrapeIntervalMs (100), got 200",
+    ],
+    ["server: 8080\n", "server: must be a mapping, got 8080"],
+    ["sever:\n  port: 1\n", "sever: unknown key"],
+    ["server:\n  prot: 1\n", "server.prot: unknown key"],
+    [
+      "scheduler:\n  temperature: -1\n",
+      "scheduler.temperature: must be a finite number ≥ 0, got -1",
+    ],
+    [
+      "scheduler:\n  weights:\n    host: 2\n",
+      "scheduler.weights.host: must be a number in 0..1, got 2",
+    ],
+    [
+      "scheduler:\n  stalePolicy: drop\n",
+      "scheduler.stalePolicy: must be one of exclude, penalise, got drop",
+    ],
+    ["scheduler:\n  weights:\n    gpu: 1\n", "scheduler.weights.gpu: unknown key"],
+    ["workers: {}\n", "workers: must be a list, got {}"],
+    ["workers:\n  - 3\n", "workers[0]: must be a mapping, got 3"],
+    [
+      `${W}    url: ftp://x\n`.replace("    url: http://127.0.0.1:9000\n", ""),
+      'workers[0].url: must be an http(s) URL, got "ftp://x"',
+    ],
+    [
+      `${W}    kind: trtllm\n`,
+      'workers[0].kind: must be one of vllm, sglang, mooncake-store, got "trtllm"',
+    ],
+    [`${W}    dpSize: 0\n`, "workers[0].dpSize: must be an integer in [1, 1024], got 0"],
+    [
+      `${W}    eventsEndpoint: 127.0.0.1:5557\n`,
+      'workers[0].eventsEndpoint: must be tcp://host:port, got "127.0.0.1:5557"',
+    ],
+    [
+      `${W}    eventsEndpoint: tcp://127.0.0.1:65535\n    dpSize: 2\n`,
+      'workers[0].eventsEndpoint: leaves no room for 2 ranks (port + rank must be ≤ 65535), got "tcp://127.0.0.1:65535"',
+    ],
+    [
+      `${W}    replayEndpoint: tcp://127.0.0.1:5558\n`,
+      'workers[0].replayEndpoint: needs eventsEndpoint too, got "tcp://127.0.0.1:5558"',
+    ],
+    [`${W}    blockSize: 32\n`, "workers[0].blockSize: must equal index.blockSize (16), got 32"],
+    [
+      `${W}    metricsUrl: nope\n`,
+      'workers[0].metricsUrl: must be an http(s) URL or null, got "nope"',
+    ],
+    [`${W}    model: ""\n`, 'workers[0].model: must be a non-empty string or null, got ""'],
+    [`${W}    colour: red\n`, "workers[0].colour: unknown key"],
+    [
+      "workers:\n  - id: 'a#1'\n    url: http://127.0.0.1:1\n",
+      "workers[0].id: must be 1-64 characters of letters, digits, '.', '_', ':', '-', got \"a#1\"",
+    ],
+    [`${W}${W.replace("workers:\n", "")}`, 'workers[1].id: duplicate id "w0"'],
+    ["server: [\n", "mem.yaml: is not valid YAML/JSON"],
+  ])("%j", (file, expected) => {
+    const found = problems(file);
+    expect(
+      found.some((p) => p.startsWith(expected)),
+      found.join("\n"),
+    ).toBe(true);
+  });
+
+  it("reports every problem at once", () => {
+    const found = problems(
+      "server:\n  port: -1\n  host: 1\nlog:\n  level: x\nworkers:\n  - id: ''\n",
+    );
+    expect(found).toHaveLength(5);
+    expect(found.map((p) => p.split(":")[0])).toEqual([
+      "server.host",
+      "server.port",
+      "log.level",
+      "workers[0].id",
+      "workers[0].url",
+    ]);
+  });
+
+  it("names the environment variable a bad value came from", () => {
+    expect(problems(null, { env: { KVROUTER_SERVER_PORT: "eighty" } })).toEqual([
+      'server.port (from KVROUTER_SERVER_PORT): must be an integer in [0, 65535], got "eighty"',
+    ]);
+    expect(problems(null, { env: { KVROUTER_SCHEDULER_WEIGHTS_QUEUE: "-2" } })).toEqual([
+      "scheduler.weights.queue (from KVROUTER_SCHEDULER_WEIGHTS_QUEUE): must be a finite number ≥ 0, got -2",
+    ]);
+    expect(problems(null, { env: { KVROUTER_WORKERS: "[{" } })[0]).toMatch(
+      /^KVROUTER_WORKERS: must be a JSON list of workers/,
+    );
+    expect(problems(null, { env: { KVROUTER_WORKERS: '[{"id":"x"}]' } })).toEqual([
+      "workers[0].url (from KVROUTER_WORKERS): must be an http(s) URL, got nothing",
+    ]);
+  });
+
+  it("names the flag a bad value came from, and rejects unknown flags", () => {
+    expect(problems(null, { argv: ["--port", "http"] })).toEqual([
+      'server.port (from --port): must be an integer in [0, 65535], got "http"',
+    ]);
+    expect(problems(null, { argv: ["--set", "load.staleAfterMs=0"] })).toEqual([
+      "load.staleAfterMs (from --set load.staleAfterMs): must be an integer in [1, 86400000], got 0",
+    ]);
+    expect(problems(null, { argv: ["--prot", "1"] })[0]).toBe(
+      "--prot: unknown option (see --help)",
+    );
+    expect(problems(null, { argv: ["--port"] })[0]).toBe("--port: needs a value");
+    expect(problems(null, { argv: ["--set", "server.nope=1"] })[0]).toMatch(
+      /^--set server.nope=1: expected KEY=VALUE/,
+    );
+  });
+
+  it("says which file could not be read", () => {
+    const found = problems(null, {
+      argv: ["--config", "/nonexistent/kvrouter.yaml"],
+      readFile: undefined,
+    });
+    expect(found).toEqual(["/nonexistent/kvrouter.yaml: cannot read config file (ENOENT)"]);
+  });
+
+  it("warns about, but accepts, unknown KVROUTER_ variables", () => {
+    const outcome = loadConfig({ argv: [], env: { KVROUTER_SERVR_PORT: "1" }, defaultFile: null });
+    expect(outcome.kind === "ok" && outcome.warnings).toEqual([
+      "ignoring unknown environment variable KVROUTER_SERVR_PORT",
+    ]);
+  });
+});

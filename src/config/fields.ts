@@ -1,0 +1,159 @@
+/**
+ * Every scalar setting in one table: its path, type, bounds, default and meaning.
+ * Defaults live here and nowhere else; the env variable names, the `--set` paths and
+ * the validation all derive from this table, so adding a setting is one line.
+ */
+
+import { LOG_LEVELS } from "./types.js";
+
+export type FieldSpec =
+  | {
+      readonly kind: "int";
+      readonly min: number;
+      readonly max: number;
+      readonly default: number;
+      readonly doc: string;
+    }
+  | {
+      readonly kind: "number";
+      readonly min: number;
+      readonly max: number;
+      readonly default: number;
+      readonly doc: string;
+    }
+  | { readonly kind: "string"; readonly default: string; readonly doc: string }
+  | { readonly kind: "optional-string"; readonly default: null; readonly doc: string }
+  | {
+      readonly kind: "enum";
+      readonly values: readonly string[];
+      readonly default: string;
+      readonly doc: string;
+    };
+
+const MiB = 1024 * 1024;
+const DAY_MS = 86_400_000;
+
+/** Sections and their fields. `workers` is a list and is validated separately. */
+export const FIELDS = {
+  server: {
+    host: { kind: "string", default: "127.0.0.1", doc: "address to listen on" },
+    port: { kind: "int", min: 0, max: 65535, default: 8080, doc: "port to listen on (0 = any)" },
+    bodyLimitBytes: {
+      kind: "int",
+      min: 1024,
+      max: 256 * MiB,
+      default: 4 * MiB,
+      doc: "largest request body in bytes (413 above)",
+    },
+    authToken: {
+      kind: "optional-string",
+      default: null,
+      doc: "bearer token required by mutating worker routes (unset = open)",
+    },
+    maxPromptTokens: {
+      kind: "int",
+      min: 1,
+      max: 10_000_000,
+      default: 262_144,
+      doc: "longest accepted prompt in tokens",
+    },
+    maxTokenId: {
+      kind: "int",
+      min: 1,
+      max: 2 ** 31 - 1,
+      default: 16_777_215,
+      doc: "largest accepted token id",
+    },
+  },
+  index: {
+    blockSize: {
+      kind: "int",
+      min: 1,
+      max: 65536,
+      default: 16,
+      doc: "tokens per block (vLLM's default is 16)",
+    },
+  },
+  load: {
+    scrapeIntervalMs: {
+      kind: "int",
+      min: 10,
+      max: DAY_MS,
+      default: 1000,
+      doc: "how often each worker's /metrics is scraped",
+    },
+    scrapeTimeoutMs: {
+      kind: "int",
+      min: 1,
+      max: DAY_MS,
+      default: 500,
+      doc: "timeout of one scrape",
+    },
+    staleAfterMs: {
+      kind: "int",
+      min: 1,
+      max: DAY_MS,
+      default: 5000,
+      doc: "a load snapshot older than this is stale",
+    },
+  },
+  inFlight: {
+    ttlMs: {
+      kind: "int",
+      min: 1,
+      max: DAY_MS,
+      default: 600_000,
+      doc: "forget a routed request after this long without `done`",
+    },
+  },
+  events: {
+    replayTimeoutMs: {
+      kind: "int",
+      min: 1,
+      max: DAY_MS,
+      default: 2000,
+      doc: "give up on a replay request after this long",
+    },
+  },
+  log: {
+    level: { kind: "enum", values: LOG_LEVELS, default: "info", doc: "pino log level" },
+  },
+} as const satisfies Record<string, Record<string, FieldSpec>>;
+
+export type SectionName = keyof typeof FIELDS;
+
+/**
+ * Scalar paths inside the `scheduler` section, for env/flag overrides. The scheduler
+ * owns their defaults and rules (`src/scheduler/defaults.ts`, `resolveSchedulerConfig`).
+ */
+export const SCHEDULER_PATHS: Readonly<Record<string, "number" | "enum">> = {
+  temperature: "number",
+  outlierStdK: "number",
+  kvHardCap: "number",
+  stalePolicy: "enum",
+  stalePenalty: "number",
+  "weights.prefill": "number",
+  "weights.decode": "number",
+  "weights.queue": "number",
+  "weights.host": "number",
+  "weights.disk": "number",
+  "weights.store": "number",
+};
+
+/** Every scalar field as `section.key`, in table order. */
+export function fieldPaths(): { section: SectionName; key: string; spec: FieldSpec }[] {
+  const out: { section: SectionName; key: string; spec: FieldSpec }[] = [];
+  for (const section of Object.keys(FIELDS) as SectionName[]) {
+    for (const [key, spec] of Object.entries(FIELDS[section])) {
+      out.push({ section, key, spec: spec as FieldSpec });
+    }
+  }
+  return out;
+}
+
+/** `load.scrapeIntervalMs` → `KVROUTER_LOAD_SCRAPE_INTERVAL_MS`. */
+export function envNameOf(section: string, key: string): string {
+  const snake = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase();
+  // `key` may already hold underscores (nested scheduler paths): snake() keeps them.
+  return `KVROUTER_${snake(section)}_${snake(key)}`;
+}

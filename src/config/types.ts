@@ -1,0 +1,97 @@
+/**
+ * The shape of kvrouter's configuration once validated. Everything here is read-only:
+ * `loadConfig` freezes the object it returns, and nothing re-reads env or argv later.
+ */
+
+import type { SchedulerConfig } from "../scheduler/types.js";
+
+/** Which engine speaks on a worker's event stream and /metrics. */
+export type EngineKind = "vllm" | "sglang" | "mooncake-store";
+
+export const ENGINE_KINDS: readonly EngineKind[] = ["vllm", "sglang", "mooncake-store"];
+
+export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+
+export const LOG_LEVELS: readonly LogLevel[] = [
+  "fatal",
+  "error",
+  "warn",
+  "info",
+  "debug",
+  "trace",
+  "silent",
+];
+
+/** One statically declared (or API-added) engine. Ranks r > 0 use endpoint port + r. */
+export interface WorkerConfig {
+  /** Unique id, used in metrics labels and worker keys (`<id>#<rank>`). */
+  readonly id: string;
+  /** HTTP base URL of the engine's API (where the caller sends the request). */
+  readonly url: string;
+  /** ZeroMQ PUB endpoint of rank 0 (`tcp://host:port`); null = no cache events. */
+  readonly eventsEndpoint: string | null;
+  /** ZeroMQ ROUTER replay endpoint of rank 0; null = no replay (gaps reset the worker). */
+  readonly replayEndpoint: string | null;
+  /** Topic the engine publishes on (vLLM's default is the empty string). */
+  readonly topic: string;
+  /** Data-parallel size: number of independent caches and publishers. */
+  readonly dpSize: number;
+  /** Prometheus endpoint for load; null = load is pushed with PUT /v1/workers/:id/load. */
+  readonly metricsUrl: string | null;
+  readonly kind: EngineKind;
+  /** Served model name; requests naming another model never go to this worker. */
+  readonly model: string | null;
+  /** Tokens per KV block on this engine; must equal the index's block size. */
+  readonly blockSize: number;
+}
+
+export interface ServerConfig {
+  readonly host: string;
+  readonly port: number;
+  /** Largest accepted request body, in bytes (413 above). */
+  readonly bodyLimitBytes: number;
+  /** When set, mutating worker routes need `Authorization: Bearer <token>`. */
+  readonly authToken: string | null;
+  /** Longest accepted prompt, in tokens. */
+  readonly maxPromptTokens: number;
+  /** Largest accepted token id (vocabularies stay well below this). */
+  readonly maxTokenId: number;
+}
+
+export interface IndexConfig {
+  /** Tokens per block for the router's own block keys. */
+  readonly blockSize: number;
+}
+
+export interface LoadConfig {
+  readonly scrapeIntervalMs: number;
+  readonly scrapeTimeoutMs: number;
+  /** A load snapshot older than this is stale: the worker is not ready for /readyz. */
+  readonly staleAfterMs: number;
+}
+
+export interface InFlightConfig {
+  /** A routed request with no `done` after this long is forgotten. */
+  readonly ttlMs: number;
+}
+
+export interface EventsConfig {
+  /** How long a replay request may take before the worker's state is declared unknown. */
+  readonly replayTimeoutMs: number;
+}
+
+export interface LogConfig {
+  readonly level: LogLevel;
+}
+
+export interface KvrouterConfig {
+  readonly server: ServerConfig;
+  readonly index: IndexConfig;
+  /** Resolved by the scheduler's own rules (`resolveSchedulerConfig`), defaults there. */
+  readonly scheduler: SchedulerConfig;
+  readonly load: LoadConfig;
+  readonly inFlight: InFlightConfig;
+  readonly events: EventsConfig;
+  readonly log: LogConfig;
+  readonly workers: readonly WorkerConfig[];
+}

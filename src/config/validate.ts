@@ -1,0 +1,187 @@
+/**
+ * Validation of a raw (parsed, merged) configuration object into a typed one. It collects
+ * every problem instead of stopping at the first, and each problem names the key, where
+ * the value came from, and the bad value, so a broken config is fixed in one pass.
+ */
+
+import { resolveSchedulerConfig, SchedulerConfigError } from "../scheduler/config.js";
+import type { SchedulerConfig } from "../scheduler/types.js";
+import { FIELDS, type FieldSpec, fieldPaths, type SectionName } from "./fields.js";
+import { type ConfigIssue, isPlainObject, show } from "./issues.js";
+import type { KvrouterConfig, WorkerConfig } from "./types.js";
+import { validateWorker } from "./worker-config.js";
+
+export type ValidationResult =
+  | { readonly ok: true; readonly config: KvrouterConfig }
+  | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
+
+/** Where a value came from, for messages: path → "KVROUTER_SERVER_PORT", "--port", … */
+export type Origins = ReadonlyMap<string, string>;
+
+/** Check one scalar against its spec; returns the typed value or a message. */
+export function checkField(
+  spec: FieldSpec,
+  value: unknown,
+): { ok: true; value: unknown } | { ok: false; message: string } {
+  switch (spec.kind) {
+    case "int":
+    case "number": {
+      const okType =
+        typeof value === "number" &&
+        Number.isFinite(value) &&
+        (spec.kind === "number" || Number.isInteger(value));
+      if (!okType || value < spec.min || value > spec.max) {
+        const what = spec.kind === "int" ? "an integer" : "a number";
+        return { ok: false, message: `must be ${what} in [${spec.min}, ${spec.max}]` };
+      }
+      return { ok: true, value };
+    }
+    case "string":
+      if (typeof value !== "string") return { ok: false, message: "must be a string" };
+      return { ok: true, value };
+    case "optional-string":
+      if (value === null) return { ok: true, value: null };
+      if (typeof value !== "string" || value === "") {
+        return { ok: false, message: "must be a non-empty string or null" };
+      }
+      return { ok: true, value };
+    case "enum":
+      if (typeof value !== "string" || !spec.values.includes(value)) {
+        return { ok: false, message: `must be one of ${spec.values.join(", ")}` };
+      }
+      return { ok: true, value };
+  }
+}
+
+/** Validate a merged raw object (file + env + flags) against the schema. */
+export function validateConfig(raw: unknown, origins: Origins = new Map()): ValidationResult {
+  const issues: ConfigIssue[] = [];
+  const at = (key: string) => {
+    const origin = origins.get(key.startsWith("workers") ? "workers" : key);
+    return origin === undefined ? key : `${key} (from ${origin})`;
+  };
+  const root = raw ?? {};
+  if (!isPlainObject(root)) {
+    return {
+      ok: false,
+      issues: [{ key: "(root)", message: `must be a mapping, got ${show(raw)}` }],
+    };
+  }
+  for (const name of Object.keys(root)) {
+    if (!(name in FIELDS) && name !== "workers" && name !== "scheduler") {
+      issues.push({ key: name, message: "unknown key" });
+    }
+  }
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const section of Object.keys(FIELDS) as SectionName[]) {
+    const given = root[section];
+    out[section] = {};
+    if (given !== undefined && !isPlainObject(given)) {
+      issues.push({ key: section, message: `must be a mapping, got ${show(given)}` });
+      continue;
+    }
+    for (const key of Object.keys(given ?? {})) {
+      if (!(key in FIELDS[section]))
+        issues.push({ key: `${section}.${key}`, message: "unknown key" });
+    }
+  }
+  for (const { section, key, spec } of fieldPaths()) {
+    const given = root[section];
+    const value = isPlainObject(given) && key in given ? given[key] : spec.default;
+    const result = checkField(spec, value);
+    const path = `${section}.${key}`;
+    if (result.ok) out[section]![key] = result.value;
+    else issues.push({ key: at(path), message: `${result.message}, got ${show(value)}` });
+  }
+  const scheduler = validateScheduler(root.scheduler, at, issues);
+  const workers: WorkerConfig[] = [];
+  const rawWorkers = root.workers ?? [];
+  const blockSize = out.index!.blockSize as number;
+  if (!Array.isArray(rawWorkers)) {
+    issues.push({ key: at("workers"), message: `must be a list, got ${show(rawWorkers)}` });
+  } else {
+    const seen = new Set<string>();
+    rawWorkers.forEach((w, i) => {
+      const r = validateWorker(w, `workers[${i}]`, blockSize);
+      if (!r.ok) {
+        for (const issue of r.issues) issues.push({ ...issue, key: at(issue.key) });
+        return;
+      }
+      if (seen.has(r.worker.id)) {
+        issues.push({ key: at(`workers[${i}].id`), message: `duplicate id ${show(r.worker.id)}` });
+      }
+      seen.add(r.worker.id);
+      workers.push(r.worker);
+    });
+  }
+  const load = out.load as { scrapeIntervalMs: number; scrapeTimeoutMs: number };
+  if (issues.length === 0 && load.scrapeTimeoutMs > load.scrapeIntervalMs) {
+    issues.push({
+      key: at("load.scrapeTimeoutMs"),
+      message: `must not exceed load.scrapeIntervalMs (${load.scrapeIntervalMs}), got ${load.scrapeTimeoutMs}`,
+    });
+  }
+  if (issues.length > 0) return { ok: false, issues };
+  const config = { ...out, scheduler, workers } as unknown as KvrouterConfig;
+  return { ok: true, config: deepFreeze(config) };
+}
+
+const SCHEDULER_KEYS = new Set([
+  "temperature",
+  "outlierStdK",
+  "kvHardCap",
+  "stalePolicy",
+  "stalePenalty",
+  "weights",
+]);
+const WEIGHT_KEYS = new Set(["prefill", "decode", "queue", "host", "disk", "store"]);
+
+/**
+ * The scheduler section is checked by the scheduler's own rules (its defaults live
+ * there); this adds unknown-key checks and reads null as "off" (Infinity) for the two
+ * exclusion thresholds, since JSON has no Infinity.
+ */
+function validateScheduler(
+  given: unknown,
+  at: (key: string) => string,
+  issues: ConfigIssue[],
+): SchedulerConfig | null {
+  const raw = given ?? {};
+  if (!isPlainObject(raw)) {
+    issues.push({ key: at("scheduler"), message: `must be a mapping, got ${show(given)}` });
+    return null;
+  }
+  for (const k of Object.keys(raw)) {
+    if (!SCHEDULER_KEYS.has(k)) issues.push({ key: `scheduler.${k}`, message: "unknown key" });
+  }
+  const weights = raw.weights ?? {};
+  if (!isPlainObject(weights)) {
+    issues.push({
+      key: at("scheduler.weights"),
+      message: `must be a mapping, got ${show(weights)}`,
+    });
+    return null;
+  }
+  for (const k of Object.keys(weights)) {
+    if (!WEIGHT_KEYS.has(k)) issues.push({ key: `scheduler.weights.${k}`, message: "unknown key" });
+  }
+  const input: Record<string, unknown> = { ...raw, weights };
+  for (const k of ["outlierStdK", "kvHardCap"]) if (input[k] === null) input[k] = Infinity;
+  try {
+    return resolveSchedulerConfig(input);
+  } catch (err) {
+    if (!(err instanceof SchedulerConfigError)) throw err;
+    const key = `scheduler.${err.key}`;
+    issues.push({ key: at(key), message: err.message.replace(`${err.key} `, "") });
+    return null;
+  }
+}
+
+/** Freeze an object graph so nobody mutates the config after start-up. */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
