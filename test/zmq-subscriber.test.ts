@@ -1,0 +1,258 @@
+/**
+ * KvEventSubscriber against a real EnginePublisher over ZeroMQ on loopback: ordering,
+ * gap replay in every reply layout, holes replay cannot fill, malformed payloads,
+ * timeouts, and engine restarts.
+ */
+
+import { afterEach, describe, expect, it } from "vitest";
+import { Router } from "zeromq";
+import { workerKey } from "../src/protocol/worker.js";
+import { EnginePublisher, type EnginePublisherOptions } from "../src/sources/engine-publisher.js";
+import {
+  KvEventSubscriber,
+  type KvEventSubscriberOptions,
+} from "../src/sources/kv-event-subscriber.js";
+import {
+  emptyBatch,
+  freePortRange,
+  hex,
+  RecordingIndex,
+  storedBatch,
+  waitFor,
+} from "./zmq-helpers.js";
+
+const W = workerKey("w1", 0);
+const LOOPBACK = "tcp://127.0.0.1:*";
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function publisher(options: Partial<EnginePublisherOptions> = {}): Promise<EnginePublisher> {
+  const pub = await EnginePublisher.bind({
+    endpoint: LOOPBACK,
+    replayEndpoint: LOOPBACK,
+    topic: "kv-events",
+    ...options,
+  });
+  cleanups.push(() => pub.close());
+  return pub;
+}
+
+function subscriber(
+  index: RecordingIndex,
+  pub: EnginePublisher,
+  options: Partial<KvEventSubscriberOptions> = {},
+): KvEventSubscriber {
+  const sub = new KvEventSubscriber(
+    {
+      worker: W,
+      endpoint: pub.endpoint,
+      replayEndpoint: pub.replayEndpoint,
+      topic: "kv-events",
+      format: "vllm",
+      replayTimeoutMs: 1000,
+      reconnectIntervalMs: 20,
+      reconnectMaxIntervalMs: 100,
+      ...options,
+    },
+    index,
+  );
+  cleanups.push(() => sub.close());
+  return sub;
+}
+
+/** Publish empty batches until one arrives live (the SUB's subscription is in place). */
+async function untilLive(pub: EnginePublisher, sub: KvEventSubscriber): Promise<void> {
+  const live = () => sub.state().batches - sub.state().replayedBatches > 0;
+  const deadline = Date.now() + 15_000;
+  while (!live()) {
+    if (Date.now() > deadline) throw new Error("subscription never became live");
+    pub.publish(emptyBatch());
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  await waitFor("idle", () => sub.state().lastSeq === pub.nextSeq - 1n && !sub.state().replaying);
+}
+
+const range = (from: number, to: number) =>
+  Array.from({ length: to - from }, (_, i) => BigInt(from + i));
+
+describe("KvEventSubscriber over ZeroMQ", () => {
+  it("applies a stream in order, recovering the slow-joiner start through replay", async () => {
+    const index = new RecordingIndex();
+    const pub = await publisher();
+    const sub = subscriber(index, pub);
+    // Published at once: the SUB is not live yet, the first-contact replay brings them.
+    for (let i = 1; i <= 30; i++) pub.publish(storedBatch([BigInt(i)]));
+    await waitFor("30 batches", () => index.of(W).length === 30);
+    expect(index.of(W)).toEqual(range(1, 31).map(hex));
+    const s = sub.state();
+    expect(s.lastSeq).toBe(29n);
+    expect(s.batches).toBe(30);
+    expect(s.events["stored/applied"]).toBe(30);
+    expect(s.resets).toEqual({ restart: 0, unfilled_gap: 0, startup_hole: 0 });
+    expect(s.replays).toBeGreaterThanOrEqual(1);
+    expect(s.lastEventTimeMs).not.toBeNull();
+    await waitFor("connected", () => sub.state().connected);
+  });
+
+  it.each(["new", "old", "mooncake-dev"] as const)(
+    "fills dropped batches by replay (%s layout)",
+    async (replayLayout) => {
+      const index = new RecordingIndex();
+      const pub = await publisher({ replayLayout });
+      const sub = subscriber(index, pub);
+      await untilLive(pub, sub);
+      const before = sub.state();
+      pub.publish(storedBatch([101n]));
+      pub.dropNext(3);
+      for (const h of [102n, 103n, 104n, 105n, 106n]) pub.publish(storedBatch([h]));
+      await waitFor("all six", () => index.of(W).length === 6);
+      expect(index.of(W)).toEqual([101n, 102n, 103n, 104n, 105n, 106n].map(hex));
+      const s = sub.state();
+      expect(s.gaps - before.gaps).toBe(1);
+      expect(s.replays - before.replays).toBe(1);
+      expect(s.replayedBatches - before.replayedBatches).toBeGreaterThanOrEqual(3);
+      expect(s.resets.unfilled_gap).toBe(0);
+      expect(s.lastSeq).toBe(pub.nextSeq - 1n);
+      expect(pub.stats.dropped).toBe(3);
+    },
+  );
+
+  it("clears the worker when the replay buffer no longer holds the gap", async () => {
+    const index = new RecordingIndex();
+    const pub = await publisher({ bufferSteps: 3 });
+    const sub = subscriber(index, pub);
+    await untilLive(pub, sub);
+    pub.publish(storedBatch([1n]));
+    await waitFor("first", () => index.of(W).length === 1);
+    pub.dropNext(10);
+    for (let i = 2; i <= 11; i++) pub.publish(storedBatch([BigInt(i)]));
+    pub.publish(storedBatch([12n]));
+    // Replay only has the last 3 batches: 10, 11 (dropped) and 12.
+    await waitFor("reset and resume", () => sub.state().lastSeq === pub.nextSeq - 1n);
+    expect(index.of(W)).toEqual([10n, 11n, 12n].map(hex));
+    const s = sub.state();
+    expect(s.resets.unfilled_gap).toBe(1);
+    expect(s.gaps).toBe(1);
+    expect(index.removals.get(W)).toBe(1);
+  });
+
+  it("clears the worker on a gap when there is no replay endpoint", async () => {
+    const index = new RecordingIndex();
+    const pub = await publisher({ replayEndpoint: null });
+    const sub = subscriber(index, pub, { replayEndpoint: null });
+    await untilLive(pub, sub);
+    pub.publish(storedBatch([1n]));
+    pub.dropNext(2);
+    pub.publish(storedBatch([2n]));
+    pub.publish(storedBatch([3n]));
+    pub.publish(storedBatch([4n]));
+    await waitFor("resume", () => sub.state().lastSeq === pub.nextSeq - 1n);
+    expect(index.of(W)).toEqual([hex(4n)]);
+    expect(sub.state().resets.unfilled_gap).toBe(1);
+    expect(sub.state().replays).toBe(0);
+  });
+
+  it.each(["absent", "silent"] as const)(
+    "times out when the replay endpoint is %s, clears the worker and goes on",
+    async (kind) => {
+      const index = new RecordingIndex();
+      const pub = await publisher({ replayEndpoint: null });
+      let replayEndpoint: string;
+      if (kind === "silent") {
+        const router = new Router({ linger: 0 });
+        await router.bind(LOOPBACK);
+        cleanups.push(async () => router.close());
+        replayEndpoint = router.lastEndpoint!;
+      } else {
+        replayEndpoint = `tcp://127.0.0.1:${await freePortRange(1)}`;
+      }
+      const sub = subscriber(index, pub, { replayEndpoint, replayTimeoutMs: 200 });
+      await untilLive(pub, sub);
+      pub.publish(storedBatch([1n]));
+      pub.dropNext(1);
+      pub.publish(storedBatch([2n]));
+      pub.publish(storedBatch([3n]));
+      await waitFor("resume", () => sub.state().lastSeq === pub.nextSeq - 1n);
+      await waitFor("drained", () => index.of(W).length === 1);
+      expect(index.of(W)).toEqual([hex(3n)]);
+      const s = sub.state();
+      expect(s.replayFailures.timeout).toBeGreaterThanOrEqual(2); // first contact + the gap
+      expect(s.resets.unfilled_gap).toBe(1);
+      expect(s.replaying).toBe(false);
+    },
+  );
+
+  it("counts malformed payloads and applies the rest", async () => {
+    const index = new RecordingIndex();
+    const pub = await publisher({ encoding: { eventForm: "array", hashForm: "int64" } });
+    const sub = subscriber(index, pub);
+    await untilLive(pub, sub);
+    for (let i = 1; i <= 10; i++) {
+      pub.publish(storedBatch([BigInt(i)]));
+      if (i % 3 === 0) pub.publishRaw(new Uint8Array([0x92, 0xcb])); // truncated msgpack
+      if (i === 5) pub.publishRaw(new Uint8Array([0xa2, 0x68, 0x69])); // "hi": not a batch
+    }
+    await waitFor("all", () => sub.state().lastSeq === pub.nextSeq - 1n);
+    expect(index.of(W)).toEqual(range(1, 11).map(hex));
+    const s = sub.state();
+    expect(s.decodeErrors).toEqual({ not_msgpack: 3, bad_envelope: 1 });
+    expect(s.batches).toBe(Number(pub.nextSeq));
+    expect(s.resets.unfilled_gap + s.resets.restart).toBe(0);
+  });
+
+  it("rebuilds the worker from a restarted engine (seq back to 0 on the same port)", async () => {
+    const index = new RecordingIndex();
+    const p = await freePortRange(2);
+    const opts = {
+      endpoint: `tcp://127.0.0.1:${p}`,
+      replayEndpoint: `tcp://127.0.0.1:${p + 1}`,
+    };
+    const first = await EnginePublisher.bind({ ...opts, topic: "kv-events" });
+    const sub = subscriber(index, first);
+    await untilLive(first, sub);
+    for (let i = 1; i <= 40; i++) first.publish(storedBatch([BigInt(i)]));
+    await waitFor("first engine", () => index.of(W).length === 40);
+    await first.close();
+    await waitFor("disconnect", () => !sub.state().connected);
+
+    const second = await publisher({ ...opts });
+    const published: bigint[] = [];
+    // Fewer batches than the first engine sent, so the restart shows as seq going back.
+    for (let i = 0; i < 30 && sub.state().resets.restart === 0; i++) {
+      const h = 1000n + BigInt(i);
+      published.push(h);
+      second.publish(storedBatch([h]));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await waitFor("caught up", () => sub.state().lastSeq === second.nextSeq - 1n);
+    expect(sub.state().resets.restart).toBe(1);
+    expect(index.of(W)).toEqual(published.map(hex));
+    expect(sub.state().connected).toBe(true);
+  });
+
+  it("closes cleanly while a replay is waiting", async () => {
+    const index = new RecordingIndex();
+    const router = new Router({ linger: 0 });
+    await router.bind(LOOPBACK);
+    cleanups.push(async () => router.close());
+    const pub = await publisher({ replayEndpoint: null });
+    const sub = new KvEventSubscriber(
+      {
+        worker: W,
+        endpoint: pub.endpoint,
+        replayEndpoint: router.lastEndpoint,
+        topic: "",
+        format: "vllm",
+        replayTimeoutMs: 60_000,
+      },
+      index,
+    );
+    await waitFor("replaying", () => sub.state().replaying);
+    await sub.close();
+    await sub.close();
+    expect(sub.state().connected).toBe(false);
+  });
+});
