@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { workerKey } from "../protocol/worker.js";
+import { effectiveLoad } from "./effective-load.js";
+import { InFlightTracker } from "./in-flight.js";
+import type { LoadSnapshot } from "./types.js";
+
+const A = workerKey("a");
+
+describe("effectiveLoad (the combining rule)", () => {
+  it("adds only requests routed after the snapshot to the scraped counts", () => {
+    const t = new InFlightTracker({ prefillTtlMs: 60_000, ttlMs: 600_000 });
+    // Routed before the scrape: the engine already counts them.
+    t.add("before1", A, { prefillTokens: 160, blocks: 10, nowMs: 1000 });
+    t.add("before2", A, { prefillTokens: 32, blocks: 2, nowMs: 1500 });
+    const snap: LoadSnapshot = {
+      running: 1,
+      waiting: 1,
+      kvUsage: 0.12,
+      numGpuBlocks: 100,
+      atMs: 2000,
+    };
+    // Routed after: not yet visible in the scrape.
+    t.add("after", A, { prefillTokens: 48, blocks: 3, nowMs: 2100 });
+    const load = effectiveLoad(snap, t.totals(A), t.totalsSince(A, snap.atMs), null);
+    expect(load).toEqual({
+      // No engine reports pending prefill tokens: all predicted ones count.
+      pendingPrefillTokens: 160 + 32 + 48,
+      activeBlocks: 12 + 3,
+      waiting: 1 + 1,
+      running: 1,
+      kvLoad: 0.15,
+      capacityBlocks: 100,
+      basis: "scraped+predicted",
+    });
+    // Once the engine reports the request (next scrape), it is not counted twice.
+    const next: LoadSnapshot = {
+      running: 2,
+      waiting: 1,
+      kvUsage: 0.15,
+      numGpuBlocks: 100,
+      atMs: 2200,
+    };
+    const later = effectiveLoad(next, t.totals(A), t.totalsSince(A, next.atMs), null);
+    expect(later.activeBlocks).toBe(15);
+    expect(later.waiting).toBe(1);
+  });
+
+  it("uses predictions alone without a snapshot", () => {
+    const t = new InFlightTracker({ prefillTtlMs: 60_000, ttlMs: 600_000 });
+    t.add("r1", A, { prefillTokens: 64, blocks: 4, nowMs: 0 });
+    t.add("r2", A, { prefillTokens: 16, blocks: 1, nowMs: 0 });
+    t.firstToken("r2", 5);
+    const all = t.totals(A);
+    expect(effectiveLoad(null, all, all, 50)).toEqual({
+      pendingPrefillTokens: 64,
+      activeBlocks: 5,
+      waiting: 1,
+      running: 1,
+      kvLoad: 0.1,
+      capacityBlocks: 50,
+      basis: "predicted",
+    });
+    expect(effectiveLoad(null, all, all, null).kvLoad).toBeNull();
+  });
+
+  it("falls back to predicted blocks and the scraped fraction when capacity is unknown", () => {
+    const t = new InFlightTracker({ prefillTtlMs: 60_000, ttlMs: 600_000 });
+    t.add("r", A, { prefillTokens: 0, blocks: 7, nowMs: 0 });
+    const snap: LoadSnapshot = { running: 3, waiting: 0, kvUsage: 0.4, atMs: 10 };
+    const load = effectiveLoad(snap, t.totals(A), t.totalsSince(A, 10), null);
+    expect(load.activeBlocks).toBe(7);
+    expect(load.kvLoad).toBe(0.4);
+    // A configured capacity turns the fraction into blocks.
+    expect(effectiveLoad(snap, t.totals(A), t.totalsSince(A, 10), 200).activeBlocks).toBe(80);
+  });
+});

@@ -1,0 +1,137 @@
+import { describe, expect, it } from "vitest";
+import { workerKey } from "../protocol/worker.js";
+import { InFlightTracker } from "./in-flight.js";
+
+const A = workerKey("a");
+const B = workerKey("b");
+
+const tracker = () => new InFlightTracker({ prefillTtlMs: 1000, ttlMs: 5000 });
+
+describe("InFlightTracker", () => {
+  it("adds prefill until first token and blocks until done", () => {
+    const t = tracker();
+    expect(t.add("r1", A, { prefillTokens: 100, blocks: 8, nowMs: 0 })).toEqual({ ok: true });
+    t.add("r2", A, { prefillTokens: 50, blocks: 4, nowMs: 1 });
+    t.add("r3", B, { prefillTokens: 10, blocks: 1, nowMs: 2 });
+    expect({ ...t.totals(A) }).toEqual({
+      pendingPrefillTokens: 150,
+      pendingRequests: 2,
+      activeBlocks: 12,
+      activeRequests: 2,
+    });
+    expect(t.firstToken("r1", 10)).toEqual({ ok: true, worker: A, requestId: "r1" });
+    expect({ ...t.totals(A) }).toEqual({
+      pendingPrefillTokens: 50,
+      pendingRequests: 1,
+      activeBlocks: 12,
+      activeRequests: 2,
+    });
+    // A second first-token report changes nothing.
+    t.firstToken("r1", 11);
+    expect(t.totals(A).pendingPrefillTokens).toBe(50);
+    expect(t.done("r1", 20)).toEqual({ ok: true, worker: A, requestId: "r1" });
+    expect(t.totals(A).activeBlocks).toBe(4);
+    // done without first token also clears the pending prefill
+    t.done("r2", 21);
+    expect({ ...t.totals(A) }).toEqual({
+      pendingPrefillTokens: 0,
+      pendingRequests: 0,
+      activeBlocks: 0,
+      activeRequests: 0,
+    });
+    expect(t.totals(B).activeRequests).toBe(1);
+    expect(t.size).toBe(1);
+  });
+
+  it("answers unknown request ids distinguishably and refuses duplicates", () => {
+    const t = tracker();
+    expect(t.done("nope", 0)).toEqual({ ok: false, reason: "unknown_request", requestId: "nope" });
+    expect(t.firstToken("nope", 0)).toEqual({
+      ok: false,
+      reason: "unknown_request",
+      requestId: "nope",
+    });
+    t.add("r", A, { prefillTokens: 1, blocks: 1, nowMs: 0 });
+    expect(t.add("r", B, { prefillTokens: 1, blocks: 1, nowMs: 0 })).toEqual({
+      ok: false,
+      reason: "duplicate_request",
+      requestId: "r",
+    });
+    t.done("r", 1);
+    expect(t.done("r", 2).ok).toBe(false);
+  });
+
+  it("expires the prefill after prefillTtlMs and the request after ttlMs", () => {
+    const t = tracker();
+    t.add("r1", A, { prefillTokens: 100, blocks: 8, nowMs: 0 });
+    t.add("r2", A, { prefillTokens: 30, blocks: 2, nowMs: 600 });
+    expect(t.expire(999)).toBe(0);
+    expect(t.totals(A).pendingPrefillTokens).toBe(130);
+    expect(t.expire(1000)).toBe(0);
+    expect(t.totals(A).pendingPrefillTokens).toBe(30);
+    expect(t.totals(A).activeBlocks).toBe(10);
+    expect(t.expire(1600)).toBe(0);
+    expect(t.totals(A).pendingPrefillTokens).toBe(0);
+    expect(t.expired.prefills).toBe(2);
+    expect(t.expire(5000)).toBe(1);
+    expect(t.has("r1")).toBe(false);
+    expect(t.totals(A).activeBlocks).toBe(2);
+    expect(t.expire(5600)).toBe(1);
+    expect(t.totals(A).activeRequests).toBe(0);
+    expect(t.expired.requests).toBe(2);
+    expect(t.done("r2", 6000).ok).toBe(false);
+  });
+
+  it("does not expire a finished request that reused an id later", () => {
+    const t = tracker();
+    t.add("r", A, { prefillTokens: 10, blocks: 1, nowMs: 0 });
+    t.done("r", 10);
+    t.add("r", B, { prefillTokens: 20, blocks: 2, nowMs: 4000 });
+    // The old entry's TTL passes; the new one with the same id must stay.
+    expect(t.expire(5000)).toBe(0);
+    expect(t.has("r")).toBe(true);
+    expect(t.totals(B)).toMatchObject({ activeRequests: 1, activeBlocks: 2 });
+    expect(t.expire(9000)).toBe(1);
+  });
+
+  it("keeps totals of requests routed after a given time", () => {
+    const t = tracker();
+    t.add("old", A, { prefillTokens: 100, blocks: 10, nowMs: 100 });
+    t.add("new1", A, { prefillTokens: 20, blocks: 2, nowMs: 300 });
+    expect({ ...t.totalsSince(A, 200) }).toEqual({
+      pendingPrefillTokens: 20,
+      pendingRequests: 1,
+      activeBlocks: 2,
+      activeRequests: 1,
+    });
+    // Incremental updates for the same `since`.
+    t.add("new2", A, { prefillTokens: 5, blocks: 1, nowMs: 400 });
+    t.firstToken("new1", 410);
+    t.done("old", 420);
+    expect({ ...t.totalsSince(A, 200) }).toEqual({
+      pendingPrefillTokens: 5,
+      pendingRequests: 1,
+      activeBlocks: 3,
+      activeRequests: 2,
+    });
+    // A request routed exactly at the snapshot time counts as already seen.
+    expect(t.totalsSince(A, 400).activeRequests).toBe(0);
+    expect(t.totalsSince(A, 0).activeRequests).toBe(2);
+    expect(t.totalsSince(B, 0).activeRequests).toBe(0);
+  });
+
+  it("forgets a removed worker's requests", () => {
+    const t = tracker();
+    t.add("x", A, { prefillTokens: 1, blocks: 1, nowMs: 0 });
+    t.add("y", B, { prefillTokens: 1, blocks: 1, nowMs: 0 });
+    expect(t.removeWorker(A)).toBe(1);
+    expect(t.has("x")).toBe(false);
+    expect(t.workers()).toEqual([B]);
+    expect(t.expire(10_000)).toBe(1);
+  });
+
+  it("rejects inconsistent TTLs", () => {
+    expect(() => new InFlightTracker({ prefillTtlMs: 10, ttlMs: 5 })).toThrow(RangeError);
+    expect(() => new InFlightTracker({ prefillTtlMs: 0, ttlMs: 5 })).toThrow(RangeError);
+  });
+});

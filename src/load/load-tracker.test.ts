@@ -1,0 +1,71 @@
+import { describe, expect, it } from "vitest";
+import { workerKey } from "../protocol/worker.js";
+import { LoadTracker, validateSnapshot } from "./load-tracker.js";
+import type { LoadSnapshot } from "./types.js";
+
+const A = workerKey("a");
+const snap = (over: Partial<LoadSnapshot> = {}): LoadSnapshot => ({
+  running: 1,
+  waiting: 0,
+  kvUsage: 0.5,
+  atMs: 0,
+  ...over,
+});
+
+describe("LoadTracker", () => {
+  it("reports unknown for a worker it never heard of", () => {
+    const t = new LoadTracker({ staleAfterMs: 1000 });
+    expect(t.state(A, 1e9)).toBe("unknown");
+    expect(t.isStale(A, 1e9)).toBe(false);
+    expect(t.view(A, 0)).toMatchObject({ state: "unknown", stale: false, snapshot: null });
+  });
+
+  it("goes stale staleAfterMs after the last success, and fresh again on the next one", () => {
+    const t = new LoadTracker({ staleAfterMs: 1000 });
+    t.update(A, snap({ atMs: 100 }), 100);
+    expect(t.state(A, 1099)).toBe("fresh");
+    t.recordFailure(A, "ECONNREFUSED", 500);
+    t.recordFailure(A, "timeout", 900);
+    expect(t.state(A, 1099)).toBe("fresh");
+    expect(t.state(A, 1100)).toBe("stale");
+    const v = t.view(A, 1100);
+    expect(v).toMatchObject({
+      stale: true,
+      lastError: "timeout",
+      consecutiveFailures: 2,
+      totalFailures: 2,
+      totalSuccesses: 1,
+      lastSuccessMs: 100,
+      source: "scrape",
+    });
+    expect(v.snapshot?.kvUsage).toBe(0.5);
+    t.update(A, snap({ kvUsage: 0.7, atMs: 1200 }), 1200, "push");
+    expect(t.view(A, 1200)).toMatchObject({
+      state: "fresh",
+      consecutiveFailures: 0,
+      source: "push",
+    });
+  });
+
+  it("counts a tracked worker that never succeeded as stale from when tracking began", () => {
+    const t = new LoadTracker({ staleAfterMs: 1000 });
+    t.track(A, 5000);
+    expect(t.state(A, 5999)).toBe("fresh");
+    expect(t.state(A, 6000)).toBe("stale");
+    t.forget(A);
+    expect(t.state(A, 6000)).toBe("unknown");
+  });
+
+  it("refuses invalid snapshots, naming the field", () => {
+    const t = new LoadTracker({ staleAfterMs: 1000 });
+    expect(() => t.update(A, snap({ kvUsage: 1.5 }), 0)).toThrow(/kvUsage/);
+    expect(validateSnapshot(snap({ waiting: -1 }))).toMatch(/waiting/);
+    expect(validateSnapshot(snap({ running: Number.NaN }))).toMatch(/running/);
+    expect(validateSnapshot(snap())).toBeNull();
+    expect(t.state(A, 0)).toBe("unknown");
+  });
+
+  it("rejects a non-positive staleness", () => {
+    expect(() => new LoadTracker({ staleAfterMs: 0 })).toThrow(RangeError);
+  });
+});

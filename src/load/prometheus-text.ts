@@ -1,0 +1,173 @@
+/**
+ * A parser for the Prometheus text exposition format (0.0.4, and the OpenMetrics
+ * subset engines emit): `# HELP` / `# TYPE` comments, label values with `\\`, `\"` and
+ * `\n` escapes, `+Inf` / `-Inf` / `NaN`, optional timestamps. A bad line is reported
+ * and skipped; it never loses the rest of the scrape.
+ */
+
+/** One sample line. */
+export interface PromSample {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly value: number;
+  /** As written (ms in the Prometheus format, s in OpenMetrics); null when absent. */
+  readonly timestamp: number | null;
+}
+
+export interface PromParseIssue {
+  /** 1-based line number. */
+  readonly line: number;
+  readonly message: string;
+}
+
+export interface PromParseResult {
+  /** Samples grouped by metric name, in input order. */
+  readonly samples: ReadonlyMap<string, readonly PromSample[]>;
+  /** `# TYPE` declarations: family name → type. */
+  readonly types: ReadonlyMap<string, string>;
+  readonly issues: readonly PromParseIssue[];
+}
+
+export interface PromParseOptions {
+  /** Keep only samples with these names (skips parsing the rest); default all. */
+  readonly names?: ReadonlySet<string>;
+}
+
+class LineError extends Error {}
+
+const NAME_START = /[a-zA-Z_:]/;
+const NAME_CHAR = /[a-zA-Z0-9_:]/;
+const LABEL_START = /[a-zA-Z_]/;
+const LABEL_CHAR = /[a-zA-Z0-9_]/;
+
+/** Parse a whole exposition. Never throws on bad input. */
+export function parsePrometheusText(text: string, options: PromParseOptions = {}): PromParseResult {
+  const samples = new Map<string, PromSample[]>();
+  const types = new Map<string, string>();
+  const issues: PromParseIssue[] = [];
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    let line = lines[i]!;
+    if (line.endsWith("\r")) line = line.slice(0, -1);
+    const trimmed = line.trimStart();
+    if (trimmed === "") continue;
+    if (trimmed.startsWith("#")) {
+      const m = /^#\s+TYPE\s+(\S+)\s+(\S+)/.exec(trimmed);
+      if (m !== null) types.set(m[1]!, m[2]!);
+      continue;
+    }
+    if (options.names !== undefined) {
+      const end = nameEnd(trimmed);
+      if (!options.names.has(trimmed.slice(0, end))) continue;
+    }
+    try {
+      const s = parseSampleLine(trimmed);
+      let list = samples.get(s.name);
+      if (list === undefined) {
+        list = [];
+        samples.set(s.name, list);
+      }
+      list.push(s);
+    } catch (err) {
+      if (!(err instanceof LineError)) throw err;
+      issues.push({ line: i + 1, message: err.message });
+    }
+  }
+  return { samples, types, issues };
+}
+
+function nameEnd(s: string): number {
+  let i = 0;
+  while (i < s.length && NAME_CHAR.test(s[i]!)) i++;
+  return i;
+}
+
+/** Parse one sample line (no leading whitespace). Throws `LineError`. */
+function parseSampleLine(s: string): PromSample {
+  if (!NAME_START.test(s[0] ?? "")) throw new LineError(`invalid metric name start in: ${clip(s)}`);
+  let i = nameEnd(s);
+  const name = s.slice(0, i);
+  const labels: Record<string, string> = {};
+  if (s[i] === "{") {
+    i = parseLabels(s, i + 1, labels);
+  }
+  const rest = s.slice(i).trim().split(/\s+/);
+  if (rest.length === 0 || rest[0] === "") throw new LineError(`missing value for ${name}`);
+  if (rest.length > 2) throw new LineError(`unexpected text after value of ${name}: ${clip(s)}`);
+  const value = parseValue(rest[0]!, name);
+  let timestamp: number | null = null;
+  if (rest.length === 2) {
+    timestamp = Number(rest[1]);
+    if (!Number.isFinite(timestamp))
+      throw new LineError(`invalid timestamp for ${name}: ${rest[1]}`);
+  }
+  return { name, labels, value, timestamp };
+}
+
+/** Parses `a="x",b="y"}` starting after `{`; returns the index after `}`. */
+function parseLabels(s: string, start: number, out: Record<string, string>): number {
+  let i = start;
+  for (;;) {
+    while (s[i] === " " || s[i] === "\t") i++;
+    if (s[i] === "}") return i + 1;
+    if (!LABEL_START.test(s[i] ?? ""))
+      throw new LineError(`invalid label name at column ${i + 1}: ${clip(s)}`);
+    const ns = i;
+    while (i < s.length && LABEL_CHAR.test(s[i]!)) i++;
+    const label = s.slice(ns, i);
+    while (s[i] === " " || s[i] === "\t") i++;
+    if (s[i] !== "=") throw new LineError(`expected '=' after label ${label}`);
+    i++;
+    while (s[i] === " " || s[i] === "\t") i++;
+    if (s[i] !== '"') throw new LineError(`expected '"' to open the value of label ${label}`);
+    i++;
+    let value = "";
+    for (;;) {
+      const c = s[i];
+      if (c === undefined) throw new LineError(`unterminated value of label ${label}`);
+      if (c === '"') break;
+      if (c === "\\") {
+        const e = s[i + 1];
+        if (e === "n") value += "\n";
+        else if (e === "\\" || e === '"') value += e;
+        else if (e === undefined) throw new LineError(`unterminated value of label ${label}`);
+        else value += `\\${e}`; // unknown escape: kept literally, as Prometheus does
+        i += 2;
+        continue;
+      }
+      value += c;
+      i++;
+    }
+    i++;
+    if (Object.hasOwn(out, label)) throw new LineError(`duplicate label ${label}`);
+    out[label] = value;
+    while (s[i] === " " || s[i] === "\t") i++;
+    if (s[i] === ",") i++;
+    else if (s[i] !== "}") throw new LineError(`expected ',' or '}' after label ${label}`);
+  }
+}
+
+function parseValue(token: string, name: string): number {
+  switch (token) {
+    case "+Inf":
+    case "Inf":
+    case "+inf":
+    case "inf":
+      return Infinity;
+    case "-Inf":
+    case "-inf":
+      return -Infinity;
+    case "NaN":
+    case "nan":
+      return Number.NaN;
+  }
+  // Number("") is 0 and Number("0x10") is 16: accept only decimal float syntax.
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(token)) {
+    throw new LineError(`invalid value for ${name}: ${token}`);
+  }
+  return Number(token);
+}
+
+function clip(s: string): string {
+  return s.length > 80 ? `${s.slice(0, 77)}...` : s;
+}
