@@ -2,5 +2,8 @@ export * from "./decode-error.js";
 export * from "./engine-hash.js";
 export * from "./event-encoder.js";
 export * from "./events.js";
+export * from "./mooncake-adapter.js";
+export * from "./mooncake-codec.js";
+export * from "./mooncake-encoder.js";
 export * from "./vllm-codec.js";
 export * from "./worker.js";

@@ -44,7 +44,10 @@ export class MsgpackReader {
   /** The next type byte, not consumed. */
   peek(): number {
     if (this.pos >= this.bytes.length) throw new MsgpackFormatError("truncated: value expected");
-    return this.bytes[this.pos]!;
+    const b = this.bytes[this.pos]!;
+    // 0xc1 is the one byte msgpack never uses: not a value of the wrong type, not msgpack.
+    if (b === 0xc1) throw new MsgpackFormatError(`reserved type byte 0xc1 at offset ${this.pos}`);
+    return b;
   }
 
   #need(n: number): void {
