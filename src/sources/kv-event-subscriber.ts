@@ -20,7 +20,7 @@
 import { Subscriber } from "zeromq";
 import type { PrefixIndex } from "../index/types.js";
 import { parseWorkerKey, type WorkerKey } from "../protocol/worker.js";
-import { type BatchDecoder, decoderFor } from "./batch-decoder.js";
+import { createStreamDecoder, type StreamDecoder } from "./batch-decoder.js";
 import { noopLogger, type SourceLogger } from "./logger.js";
 import { PendingQueue } from "./pending-queue.js";
 import { ReplayClient, type ReplayOutcome } from "./replay-client.js";
@@ -52,8 +52,8 @@ export interface KvEventSubscriberOptions {
   readonly receiveHighWaterMark?: number;
   /** ZMTP heartbeat interval to detect dead peers, ms (0 = off). Default 10,000. */
   readonly heartbeatIntervalMs?: number;
-  /** Decoder override (tests, custom formats); default picked from `format`. */
-  readonly decoder?: BatchDecoder;
+  /** Decoder override (custom formats); default: a fresh one for `format`. */
+  readonly decoder?: StreamDecoder;
 }
 
 export interface KvEventSubscriberDeps {
@@ -71,8 +71,10 @@ export class KvEventSubscriber {
   readonly #index: PrefixIndex;
   readonly #log: SourceLogger;
   readonly #now: () => number;
-  readonly #decode: BatchDecoder;
+  readonly #decoder: StreamDecoder;
   readonly #dpRank: number;
+  /** The first seq a fresh publisher sends: 0 (vLLM, SGLang) or 1 (Mooncake main). */
+  readonly #firstSeq: bigint;
   readonly #c = new StreamCounters();
   readonly #sub: Subscriber;
   readonly #replay: ReplayClient | null;
@@ -94,8 +96,9 @@ export class KvEventSubscriber {
     this.#index = index;
     this.#log = deps.logger ?? noopLogger;
     this.#now = deps.now ?? Date.now;
-    this.#decode = options.decoder ?? decoderFor(options.format);
+    this.#decoder = options.decoder ?? createStreamDecoder(options.format);
     this.#dpRank = parseWorkerKey(options.worker).dpRank;
+    this.#firstSeq = options.format === "mooncake" ? 1n : 0n;
     this.#replay =
       options.replayEndpoint === null
         ? null
@@ -207,7 +210,7 @@ export class KvEventSubscriber {
   #step(seq: bigint, payload: Uint8Array): boolean {
     const last = this.#c.lastSeq;
     const expected = last === null ? 0n : last + 1n;
-    if (seq === expected) {
+    if (this.#isNext(seq)) {
       this.#dupLow = this.#dupHigh = null; // FIFO: no replayed copy can follow a newer batch
       this.#apply(seq, payload, false);
       return true;
@@ -242,6 +245,12 @@ export class KvEventSubscriber {
     return true;
   }
 
+  /** True when `seq` directly follows what was applied (or opens a fresh stream). */
+  #isNext(seq: bigint): boolean {
+    const last = this.#c.lastSeq;
+    return last === null ? seq <= this.#firstSeq : seq === last + 1n;
+  }
+
   #startReplay(from: bigint): void {
     const replay = this.#replay!;
     this.#c.replaying = true;
@@ -259,7 +268,7 @@ export class KvEventSubscriber {
       this.#c.duplicates++;
       return true;
     }
-    if (seq > expected) {
+    if (seq > expected && !this.#isNext(seq)) {
       // The buffer no longer reaches back to what we miss.
       this.#reset(last === null ? "startup_hole" : "unfilled_gap", {
         missingFrom: String(expected),
@@ -286,7 +295,7 @@ export class KvEventSubscriber {
     this.#dupHigh = last;
     const head = this.#pending.peek();
     const expected = last === null ? 0n : last + 1n;
-    if (head !== undefined && head.seq > expected) {
+    if (head !== undefined && head.seq > expected && !this.#isNext(head.seq)) {
       // What replay did not bring back is lost: resume from the first live batch.
       this.#reset(last === null ? "startup_hole" : "unfilled_gap", {
         missingFrom: String(expected),
@@ -300,6 +309,7 @@ export class KvEventSubscriber {
 
   #reset(reason: ResetReason, detail: Record<string, unknown>): void {
     this.#index.removeWorker(this.#opts.worker);
+    this.#decoder.reset();
     this.#c.resets[reason]++;
     const log = reason === "startup_hole" ? this.#log.info : this.#log.warn;
     log({ worker: this.#opts.worker, reason, ...detail }, "kv events stream reset, worker cleared");
@@ -312,7 +322,7 @@ export class KvEventSubscriber {
     if (replayed) c.replayedBatches++;
     c.lastSeq = seq;
     c.lastEventTimeMs = this.#now();
-    const result = this.#decode(payload);
+    const result = this.#decoder.decode(payload);
     if (!result.ok) {
       c.countDecodeError(result.error.code);
       this.#logProblem(
