@@ -1,8 +1,8 @@
 import { decode } from "@msgpack/msgpack";
 import { describe, expect, it } from "vitest";
+import { VECTORS } from "../../test/fixtures/wire-vectors.js";
 import { digestOf, encodeEventBatch, type WireBlockStored } from "./event-encoder.js";
 import { MsgpackWriter } from "./msgpack-writer.js";
-import { VECTORS } from "./vllm-codec.test.js";
 
 const TS = 1789095808.8378847;
 const H = 15760518052499183552n;

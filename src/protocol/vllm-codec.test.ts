@@ -1,5 +1,6 @@
 import { encode } from "@msgpack/msgpack";
 import { describe, expect, it } from "vitest";
+import { VECTOR_REMOVED_HASH, VECTOR_TS, VECTORS } from "../../test/fixtures/wire-vectors.js";
 import { engineHashFromBigInt, engineHashFromBytes, engineHashFromString } from "./engine-hash.js";
 import {
   digestOf,
@@ -14,20 +15,8 @@ import type { KvEvent } from "./events.js";
 import { type DecodeResult, decodeEventBatch } from "./vllm-codec.js";
 
 const hex = (s: string) => new Uint8Array(Buffer.from(s.replace(/\s+/g, ""), "hex"));
-
-/** wire-formats §7, verbatim. */
-export const VECTORS = {
-  removedMap: hex(`93cb41daa8dbe0359fe79184a474797065ac426c6f636b52656d6f766564ac62
-    6c6f636b5f68617368657391cfdab89baa7b5857c0a66d656469756da3475055
-    a967726f75705f6964780000`),
-  removedArray: hex(
-    "93cb41daa8dbe0359fe79194ac426c6f636b52656d6f76656491cfdab89baa7b5857c0a34750550000",
-  ),
-  clearedMap: hex("93cb41daa8dbe0359fe79181a474797065b0416c6c426c6f636b73436c656172656400"),
-  clearedArray: hex("93cb41daa8dbe0359fe79191b0416c6c426c6f636b73436c656172656400"),
-};
-const TS = 1789095808.8378847;
-const REMOVED_HASH = 15760518052499183552n;
+const TS = VECTOR_TS;
+const REMOVED_HASH = VECTOR_REMOVED_HASH;
 
 function ok(r: DecodeResult) {
   if (!r.ok) throw new Error(`decode failed: ${r.error.code}: ${r.error.message}`);
