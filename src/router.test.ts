@@ -1,0 +1,280 @@
+import { describe, expect, it } from "vitest";
+import { computeBlockKeys } from "./index/block-key.js";
+import type {
+  BlockKeySeq,
+  IndexStats,
+  MatchResult,
+  PrefixIndex,
+  WorkerMatch,
+} from "./index/types.js";
+import { InFlightTracker } from "./load/in-flight.js";
+import { LoadTracker } from "./load/load-tracker.js";
+import { WorkerRegistry } from "./load/worker-registry.js";
+import { type WorkerKey, workerKey } from "./protocol/worker.js";
+import { Router, type RouterDeps } from "./router.js";
+import { resolveSchedulerConfig } from "./scheduler/config.js";
+
+const BS = 4;
+
+/**
+ * A brute-force PrefixIndex for the router's tests: per worker and tier, the set of
+ * block keys it holds, put there directly from token sequences.
+ */
+class SetIndex implements PrefixIndex {
+  readonly blockSize = BS;
+  readonly held = new Map<WorkerKey, { gpu: Set<string>; host: Set<string>; disk: Set<string> }>();
+  lookups = 0;
+
+  hold(worker: WorkerKey, tokens: number[], tier: "gpu" | "host" | "disk" = "gpu"): void {
+    const keys = computeBlockKeys(tokens, BS, null);
+    let h = this.held.get(worker);
+    if (h === undefined) {
+      h = { gpu: new Set(), host: new Set(), disk: new Set() };
+      this.held.set(worker, h);
+    }
+    for (let i = 0; i < keys.length; i += 2) h[tier].add(`${keys[i]}:${keys[i + 1]}`);
+  }
+
+  applyEvent(): never {
+    throw new Error("not used by the router");
+  }
+  removeWorker(worker: WorkerKey): void {
+    this.held.delete(worker);
+  }
+  findMatches(keys: BlockKeySeq): MatchResult {
+    this.lookups++;
+    const workers: WorkerMatch[] = [];
+    for (const [worker, h] of this.held) {
+      const count = (has: (k: string) => boolean) => {
+        let n = 0;
+        while (2 * n < keys.length && has(`${keys[2 * n]}:${keys[2 * n + 1]}`)) n++;
+        return n;
+      };
+      workers.push({
+        worker,
+        gpu: count((k) => h.gpu.has(k)),
+        host: count((k) => h.gpu.has(k) || h.host.has(k)),
+        disk: count((k) => h.gpu.has(k) || h.host.has(k) || h.disk.has(k)),
+        totalBlocks: h.gpu.size + h.host.size + h.disk.size,
+      });
+    }
+    return { blocks: keys.length / 2, workers };
+  }
+  stats(): IndexStats {
+    return { nodes: 0, workers: this.held.size, workerBlocks: 0, outcomes: {} };
+  }
+}
+
+const prompt = (n: number, seed = 1) => Array.from({ length: n }, (_, i) => seed * 1000 + i);
+
+function setup(over: Partial<RouterDeps> = {}) {
+  const index = new SetIndex();
+  const registry = new WorkerRegistry();
+  const loads = new LoadTracker({ staleAfterMs: 1000 });
+  const inFlight = new InFlightTracker({ prefillTtlMs: 10_000, ttlMs: 60_000 });
+  let tick = 0;
+  const router = new Router({
+    index,
+    registry,
+    loads,
+    inFlight,
+    config: resolveSchedulerConfig({ weights: { queue: 0 }, outlierStdK: Infinity }),
+    rng: () => 0,
+    clock: () => tick++,
+    ...over,
+  });
+  const add = (
+    id: string,
+    extra: { model?: string; dpRank?: number; numGpuBlocks?: number } = {},
+  ) =>
+    registry.upsert({
+      workerId: id,
+      url: `http://127.0.0.1:9/${id}`,
+      kind: "vllm",
+      blockSize: BS,
+      ...extra,
+    }).key;
+  return { index, registry, loads, inFlight, router, add };
+}
+
+describe("Router.route", () => {
+  it("routes to the worker holding the prefix and records the request in flight", () => {
+    const { index, router, inFlight, add } = setup();
+    const a = add("a");
+    const b = add("b", { dpRank: 1 });
+    index.hold(b, prompt(24));
+    const r = router.route({ tokenIds: prompt(40) }, 100);
+    if (!r.ok) throw new Error(r.error.message);
+    const d = r.decision;
+    expect(d).toMatchObject({
+      requestId: "kvr-1",
+      worker: b,
+      workerId: "b",
+      dpRank: 1,
+      url: "http://127.0.0.1:9/b",
+      overlapBlocks: 6,
+      cachedTokens: 24,
+      promptTokens: 40,
+      promptBlocks: 10,
+      blockSize: BS,
+      prefillTokens: 16,
+      blocks: 10,
+      reason: "lowest_cost",
+    });
+    expect(d.candidates.map((c) => c.worker)).toEqual([a, b]);
+    expect(d.timings).toEqual({ hashMs: 1, matchMs: 1, scoreMs: 1 });
+    expect(inFlight.totals(b)).toMatchObject({ pendingPrefillTokens: 16, activeBlocks: 10 });
+    expect(inFlight.totals(a).activeRequests).toBe(0);
+  });
+
+  it("spreads identical cold requests using the in-flight predictions", () => {
+    const { router, inFlight, add } = setup();
+    const a = add("a");
+    const b = add("b");
+    const first = router.route({ tokenIds: prompt(40), requestId: "r1" }, 0);
+    const second = router.route({ tokenIds: prompt(40, 2), requestId: "r2" }, 1);
+    expect(first.ok && first.decision.worker).toBe(a);
+    expect(second.ok && second.decision.worker).toBe(b);
+    // Reports free the load again.
+    expect(inFlight.done("r1", 2).ok).toBe(true);
+    const third = router.route({ tokenIds: prompt(40, 3) }, 3);
+    expect(third.ok && third.decision.worker).toBe(a);
+  });
+
+  it("combines scraped load with requests routed after the scrape", () => {
+    const { router, loads, add } = setup();
+    const a = add("a", { numGpuBlocks: 1000 });
+    const b = add("b", { numGpuBlocks: 1000 });
+    loads.update(a, { running: 5, waiting: 0, kvUsage: 0.05, atMs: 0 }, 0);
+    loads.update(b, { running: 0, waiting: 0, kvUsage: 0.0, atMs: 0 }, 0);
+    // a holds 50 scraped active blocks; b is idle. Each request routed after the scrape
+    // adds 10 pending-prefill blocks and 10 active blocks to its worker, and costs 10
+    // blocks of new prefill: a = 10 + 50 + 20·n_a, b = 10 + 20·n_b.
+    const chosen: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const r = router.route({ tokenIds: prompt(40, i + 10) }, 10 + i);
+      if (!r.ok) throw new Error(r.error.message);
+      chosen.push(r.decision.workerId);
+    }
+    expect(chosen).toEqual(["b", "b", "b", "a", "b", "a", "b"]);
+    const d = router.route({ tokenIds: prompt(40, 99) }, 20);
+    if (!d.ok) throw new Error(d.error.message);
+    const cb = d.decision.candidates.find((c) => c.worker === b);
+    expect(cb?.load.basis).toBe("scraped+predicted");
+  });
+
+  it("filters by model", () => {
+    const { router, add } = setup();
+    add("a", { model: "m1" });
+    const b = add("b", { model: "m2" });
+    const r = router.route({ tokenIds: prompt(8), model: "m2" }, 0);
+    expect(r.ok && r.decision.worker).toBe(b);
+    expect(r.ok && r.decision.candidates.length).toBe(1);
+    const none = router.route({ tokenIds: prompt(8), model: "m3" }, 0);
+    expect(none).toMatchObject({ ok: false, error: { code: "no_workers_for_model" } });
+  });
+
+  it("fails clearly without workers, on duplicate ids and on bad overrides", () => {
+    const { router, add } = setup();
+    expect(router.route({ tokenIds: prompt(8) }, 0)).toMatchObject({
+      ok: false,
+      error: { code: "no_workers" },
+    });
+    add("a");
+    expect(router.route({ tokenIds: prompt(8), requestId: "x" }, 0).ok).toBe(true);
+    expect(router.route({ tokenIds: prompt(8), requestId: "x" }, 0)).toMatchObject({
+      ok: false,
+      error: { code: "duplicate_request_id" },
+    });
+    const bad = router.route({ tokenIds: prompt(8), overrides: { temperature: -1 } }, 0);
+    expect(bad).toMatchObject({ ok: false, error: { code: "invalid_overrides" } });
+    expect(!bad.ok && bad.error.message).toContain("overrides.temperature");
+  });
+
+  it("applies per-request overrides", () => {
+    const { router, index, add } = setup();
+    const a = add("a");
+    add("b");
+    index.hold(a, prompt(40), "disk");
+    // disk weight 0.4: a costs 4, b 10.
+    const r = router.route({ tokenIds: prompt(40) }, 0);
+    expect(r.ok && r.decision.worker).toBe(a);
+    const o = router.route({ tokenIds: prompt(40), overrides: { disk: 1, prefill: 1 } }, 1);
+    // disk = 1 makes both cost 10 + a's in-flight 10 blocks: b wins
+    expect(o.ok && o.decision.workerId).toBe("b");
+  });
+
+  it("excludes a stale worker while others are fresh", () => {
+    const { router, loads, index, add } = setup();
+    const a = add("a");
+    const b = add("b");
+    index.hold(a, prompt(40));
+    loads.update(a, { running: 0, waiting: 0, kvUsage: 0, atMs: 0 }, 0);
+    loads.update(b, { running: 0, waiting: 0, kvUsage: 0, atMs: 1500 }, 1500);
+    const r = router.route({ tokenIds: prompt(40) }, 2000);
+    if (!r.ok) throw new Error(r.error.message);
+    expect(r.decision.worker).toBe(b);
+    expect(r.decision.candidates[0]).toMatchObject({ stale: true, excluded: "stale" });
+  });
+
+  it("counts blocks held by a shared store", () => {
+    const { router, index, registry, add } = setup();
+    add("a");
+    add("b");
+    registry.upsert({
+      workerId: "store:mc",
+      url: "http://127.0.0.1:9",
+      kind: "mooncake-store",
+      blockSize: BS,
+    });
+    index.hold(workerKey("store:mc"), prompt(40), "disk");
+    const r = router.route({ tokenIds: prompt(40) }, 0);
+    if (!r.ok) throw new Error(r.error.message);
+    expect(r.decision.candidates.map((c) => c.overlap.store)).toEqual([10, 10]);
+    expect(r.decision.candidates.map((c) => c.worker)).not.toContain("store:mc#0");
+    // 10 blocks at the store weight 0.5
+    expect(r.decision.candidates[0]!.newPrefillBlocks).toBe(5);
+  });
+});
+
+describe("Router.match", () => {
+  it("reports overlap per worker and tier without side effects", () => {
+    const { router, index, inFlight, add } = setup();
+    const a = add("a", { model: "m" });
+    const b = add("b", { model: "m" });
+    index.hold(a, prompt(8));
+    index.hold(a, prompt(16), "host");
+    const m = router.match({ tokenIds: prompt(18), model: "m" });
+    expect(m).toEqual({
+      promptTokens: 18,
+      promptBlocks: 4,
+      blockSize: BS,
+      store: 0,
+      workers: [
+        {
+          worker: a,
+          workerId: "a",
+          dpRank: 0,
+          model: "m",
+          gpu: 2,
+          host: 4,
+          disk: 4,
+          store: 0,
+          cachedTokens: 8,
+        },
+        {
+          worker: b,
+          workerId: "b",
+          dpRank: 0,
+          model: "m",
+          gpu: 0,
+          host: 0,
+          disk: 0,
+          store: 0,
+          cachedTokens: 0,
+        },
+      ],
+    });
+    expect(inFlight.size).toBe(0);
+  });
+});

@@ -1,0 +1,191 @@
+import { readFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { LoadTracker } from "../src/load/load-tracker.js";
+import { workerKey } from "../src/protocol/worker.js";
+import { MetricsScraper, type ScrapeTarget } from "../src/sources/metrics-scraper.js";
+
+const fixture = (name: string) =>
+  readFileSync(new URL(`./fixtures/metrics/${name}`, import.meta.url), "utf8");
+
+type Mode = "ok" | "500" | "hang" | "garbage";
+
+/** A real HTTP server on loopback whose /metrics behaviour the test switches. */
+async function metricsServer(body: string) {
+  const state = { mode: "ok" as Mode, hits: 0, body };
+  const hanging: import("node:http").ServerResponse[] = [];
+  const server: Server = createServer((req, res) => {
+    state.hits++;
+    if (req.url !== "/metrics") {
+      res.writeHead(404).end();
+      return;
+    }
+    switch (state.mode) {
+      case "ok":
+        res.writeHead(200, { "content-type": "text/plain; version=0.0.4" }).end(state.body);
+        return;
+      case "500":
+        res.writeHead(500).end("internal error");
+        return;
+      case "garbage":
+        res.writeHead(200).end("<html>not metrics</html>");
+        return;
+      case "hang":
+        hanging.push(res);
+        return;
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    state,
+    url: `http://127.0.0.1:${port}/metrics`,
+    close: async () => {
+      for (const r of hanging) r.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe("MetricsScraper over real HTTP", () => {
+  let srv: Awaited<ReturnType<typeof metricsServer>>;
+  let now = 0;
+  let tracker: LoadTracker;
+  let scraper: MetricsScraper;
+  const key = workerKey("w", 1);
+  const target = (): ScrapeTarget => ({
+    key,
+    metricsUrl: srv.url,
+    kind: "vllm",
+    model: "Qwen/Qwen3-8B",
+    dpRank: 1,
+    blockSize: 16,
+  });
+
+  beforeEach(async () => {
+    srv = await metricsServer(fixture("vllm-current.txt"));
+    now = 1000;
+    tracker = new LoadTracker({ staleAfterMs: 500 });
+    scraper = new MetricsScraper({ tracker, intervalMs: 20, timeoutMs: 200, nowMs: () => now });
+  });
+
+  afterEach(async () => {
+    await scraper.stop();
+    await srv.close();
+  });
+
+  it("scrapes the fixture into the tracker, then records failures until stale", async () => {
+    scraper.add(target());
+    const ok = await scraper.scrapeOnce(key);
+    expect(ok).toEqual({
+      ok: true,
+      snapshot: {
+        running: 3,
+        waiting: 0,
+        kvUsage: 0.0875,
+        prefixCacheQueries: 640128,
+        prefixCacheHits: 221184,
+        blockSize: 16,
+        numGpuBlocks: 27350,
+        atMs: 1000,
+      },
+    });
+    expect(tracker.view(key, now)).toMatchObject({
+      state: "fresh",
+      totalSuccesses: 1,
+      source: "scrape",
+    });
+
+    srv.state.mode = "500";
+    now = 1200;
+    expect(await scraper.scrapeOnce(key)).toEqual({ ok: false, error: `HTTP 500 from ${srv.url}` });
+    expect(tracker.view(key, now)).toMatchObject({ state: "fresh", consecutiveFailures: 1 });
+
+    srv.state.mode = "garbage";
+    now = 1500;
+    const garbage = await scraper.scrapeOnce(key);
+    expect(!garbage.ok && garbage.error).toMatch(/^no vllm load metrics/);
+    expect(tracker.view(key, now)).toMatchObject({
+      state: "stale",
+      stale: true,
+      consecutiveFailures: 2,
+      lastError: garbage.ok ? null : garbage.error,
+    });
+    // The last good snapshot is kept for display.
+    expect(tracker.view(key, now).snapshot?.running).toBe(3);
+    expect(scraper.stats()).toEqual([
+      expect.objectContaining({ worker: key, scrapes: 3, errors: 2, consecutiveErrors: 2 }),
+    ]);
+
+    srv.state.mode = "ok";
+    now = 1600;
+    expect((await scraper.scrapeOnce(key)).ok).toBe(true);
+    expect(tracker.view(key, now)).toMatchObject({
+      state: "fresh",
+      consecutiveFailures: 0,
+      totalFailures: 2,
+    });
+  });
+
+  it("times out a scrape that never answers", async () => {
+    srv.state.mode = "hang";
+    scraper.add(target());
+    const r = await scraper.scrapeOnce(key);
+    expect(r).toEqual({ ok: false, error: "timeout after 200 ms" });
+    expect(scraper.stats()[0]!.errors).toBe(1);
+  });
+
+  it("reports a refused connection", async () => {
+    scraper.add(target());
+    await srv.close();
+    const r = await scraper.scrapeOnce(key);
+    expect(!r.ok && r.error).toMatch(/ECONNREFUSED/);
+    srv = await metricsServer(""); // afterEach closes something valid
+  });
+
+  it("scrapes periodically once started and stops cleanly", async () => {
+    scraper.add(target());
+    scraper.start();
+    await vi.waitFor(() => expect(scraper.stats()[0]!.scrapes).toBeGreaterThanOrEqual(3), {
+      timeout: 10_000,
+      interval: 10,
+    });
+    await scraper.stop();
+    const after = srv.state.hits;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(srv.state.hits).toBe(after);
+    expect(scraper.running).toBe(false);
+  });
+
+  it("aborts a hanging scrape on stop and ignores removed targets", async () => {
+    srv.state.mode = "hang";
+    scraper.add(target());
+    const pending = scraper.scrapeOnce(key);
+    expect(scraper.remove(key)).toBe(true);
+    await scraper.stop();
+    expect(await pending).toEqual({ ok: false, error: "scraper stopped" });
+    // Removed before completion: not counted in the tracker.
+    expect(tracker.view(key, now).totalFailures).toBe(0);
+    expect(await scraper.scrapeOnce(key)).toEqual({
+      ok: false,
+      error: `unknown scrape target ${key}`,
+    });
+  });
+
+  it("scrapes SGLang and older vLLM expositions", async () => {
+    srv.state.body = fixture("sglang.txt");
+    scraper.add({
+      ...target(),
+      kind: "sglang",
+      model: "meta-llama/Llama-3.1-8B-Instruct",
+      dpRank: 0,
+    });
+    const s = await scraper.scrapeOnce(key);
+    expect(s.ok && s.snapshot).toMatchObject({ running: 12, waiting: 5, kvUsage: 0.28 });
+    srv.state.body = fixture("vllm-0.10.txt");
+    const v = await scraper.scrapeOnce(key);
+    expect(v.ok && v.snapshot).toMatchObject({ running: 4, waiting: 1, kvUsage: 0.2617 });
+  });
+});
