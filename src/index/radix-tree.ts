@@ -1,0 +1,402 @@
+/**
+ * The prefix index: which worker holds which chained block, in which tier. Nodes are the
+ * router's block keys (`block-key.ts`); each worker's engine hashes map to nodes so that
+ * `parentHash` and removals resolve without recomputing engine hashes (they cannot be:
+ * they depend on per-process seeds). See docs/index.md for the rules and the layout.
+ *
+ * Memory: typed-array pools (node-store.ts, engine-hash-table.ts); no object per block.
+ * Speed: no allocation per block on ingest, none per visited node in `findMatches`.
+ */
+
+import type { EngineBlockHash } from "../protocol/engine-hash.js";
+import type { BlockStoredEvent, KvEvent, Tier } from "../protocol/events.js";
+import type { WorkerKey } from "../protocol/worker.js";
+import { AliasCounts } from "./alias-counts.js";
+import { chainBlockKeys, rootKey } from "./block-key.js";
+import { EngineHashKeys } from "./engine-hash-key.js";
+import { EngineHashTable, FREE } from "./engine-hash-table.js";
+import { NodeStore } from "./node-store.js";
+import type {
+  ApplyResult,
+  ApplyStatus,
+  BlockKeySeq,
+  IndexStats,
+  MatchResult,
+  PrefixIndex,
+  WorkerMatch,
+} from "./types.js";
+import { WorkerSlots } from "./worker-slots.js";
+
+// Holder word: worker << 4 | ALIASED? | tier bits. Kept local (see block-key.ts on imports).
+const GPU = 1;
+const HOST = 2;
+const DISK = 4;
+const ALIASED = 8;
+const TIER_BITS = 7;
+
+const EVENT_TYPES = ["stored", "removed", "cleared"] as const;
+const STATUSES: readonly ApplyStatus[] = [
+  "applied",
+  "parent_not_found",
+  "block_not_found",
+  "block_size_mismatch",
+  "invalid_token_count",
+];
+
+const result = (status: ApplyStatus): ApplyResult => Object.freeze({ status, unknownHashes: 0 });
+const APPLIED = result("applied");
+const PARENT_NOT_FOUND = result("parent_not_found");
+const BLOCK_SIZE_MISMATCH = result("block_size_mismatch");
+const INVALID_TOKEN_COUNT = result("invalid_token_count");
+
+export interface RadixTreeOptions {
+  /** Tokens per block; stored events with another block size are rejected. */
+  readonly blockSize: number;
+  /** Initial node capacity (pools grow as needed). */
+  readonly initialCapacity?: number;
+}
+
+export class RadixTreeIndex implements PrefixIndex {
+  readonly blockSize: number;
+  readonly #nodes: NodeStore;
+  readonly #entries: EngineHashTable;
+  readonly #hashes = new EngineHashKeys();
+  readonly #workers = new WorkerSlots();
+  readonly #aliases = new AliasCounts();
+  readonly #outcomes = new Float64Array(EVENT_TYPES.length * STATUSES.length);
+  #keys = new Uint32Array(256);
+  #workerBlocks = 0;
+
+  constructor(options: RadixTreeOptions) {
+    const { blockSize } = options;
+    if (!Number.isInteger(blockSize) || blockSize < 1) {
+      throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
+    }
+    this.blockSize = blockSize;
+    this.#nodes = new NodeStore(options.initialCapacity);
+    this.#entries = new EngineHashTable(options.initialCapacity);
+  }
+
+  applyEvent(worker: WorkerKey, event: KvEvent): ApplyResult {
+    const w = this.#workers.ensure(worker);
+    let r: ApplyResult;
+    let type: number;
+    switch (event.type) {
+      case "stored":
+        type = 0;
+        r = this.#stored(w, event);
+        break;
+      case "removed":
+        type = 1;
+        r = this.#retier(w, event.blockHashes, tierBit(event.tier), false);
+        break;
+      case "cleared":
+        type = 2;
+        this.#clear(w);
+        r = APPLIED;
+        break;
+      default: {
+        const unknown: never = event;
+        throw new TypeError(`unknown event type ${(unknown as { type: unknown }).type}`);
+      }
+    }
+    this.#outcomes[type * STATUSES.length + statusIndex(r.status)]!++;
+    return r;
+  }
+
+  removeWorker(worker: WorkerKey): void {
+    const w = this.#workers.slotOf(worker);
+    if (w === undefined) return;
+    this.#clear(w);
+    this.#workers.release(w);
+  }
+
+  findMatches(keys: BlockKeySeq): MatchResult {
+    const workers = this.#workers;
+    const order = workers.order();
+    const gpu = workers.gpuRun;
+    const host = workers.hostRun;
+    const disk = workers.diskRun;
+    for (let s = 0; s < order.length; s++) {
+      const w = order[s]!;
+      gpu[w] = 0;
+      host[w] = 0;
+      disk[w] = 0;
+    }
+    const nodes = this.#nodes;
+    const count = nodes.holderCount;
+    const holder = nodes.holder;
+    const pool = nodes.pool.words;
+    const n = keys.length >>> 1;
+    for (let i = 0; i < n; i++) {
+      const node = nodes.find(keys[2 * i]!, keys[2 * i + 1]!);
+      if (node < 0) break;
+      const c = count[node]!;
+      let advanced = false;
+      const base = c === 1 ? 0 : holder[node]!;
+      for (let k = 0; k < c; k++) {
+        const word = c === 1 ? holder[node]! : pool[base + k]!;
+        const w = word >>> 4;
+        if (disk[w] !== i) continue; // a gap earlier: this worker's prefix already ended
+        disk[w] = i + 1;
+        advanced = true;
+        if (word & (GPU | HOST) && host[w] === i) {
+          host[w] = i + 1;
+          if (word & GPU && gpu[w] === i) gpu[w] = i + 1;
+        }
+      }
+      if (!advanced) break;
+    }
+    const out: WorkerMatch[] = new Array(order.length);
+    for (let s = 0; s < order.length; s++) {
+      const w = order[s]!;
+      out[s] = {
+        worker: workers.keyOf(w),
+        gpu: gpu[w]!,
+        host: host[w]!,
+        disk: disk[w]!,
+        totalBlocks: workers.blocks[w]!,
+      };
+    }
+    return { blocks: n, workers: out };
+  }
+
+  stats(): IndexStats {
+    const outcomes: Record<string, number> = {};
+    for (let t = 0; t < EVENT_TYPES.length; t++) {
+      for (let s = 0; s < STATUSES.length; s++) {
+        const v = this.#outcomes[t * STATUSES.length + s]!;
+        if (v > 0) outcomes[`${EVENT_TYPES[t]}/${STATUSES[s]}`] = v;
+      }
+    }
+    return {
+      nodes: this.#nodes.live,
+      workers: this.#workers.count,
+      workerBlocks: this.#workerBlocks,
+      outcomes,
+    };
+  }
+
+  /** Approximate bytes of the index's typed arrays (capacity), for benchmarks. */
+  get capacityBytes(): number {
+    return this.#nodes.capacityBytes + this.#entries.capacityBytes;
+  }
+
+  #stored(w: number, ev: BlockStoredEvent): ApplyResult {
+    const hashes = ev.blockHashes;
+    const tokens = ev.tokenIds;
+    const bit = tierBit(ev.tier);
+    // Offload placeholder: blocks already known by hash gain a tier.
+    if (tokens.length === 0) return this.#retier(w, hashes, bit, true);
+    const bs = this.blockSize;
+    if (ev.blockSize !== bs) return BLOCK_SIZE_MISMATCH;
+    const n = hashes.length;
+    if (tokens.length !== n * bs) return INVALID_TOKEN_COUNT;
+    let parent = -1;
+    let phi: number;
+    let plo: number;
+    if (ev.parentHash === null) {
+      const root = rootKey(ev.loraName);
+      phi = root[0];
+      plo = root[1];
+    } else {
+      const e = this.#lookup(w, ev.parentHash);
+      if (e < 0) return PARENT_NOT_FOUND;
+      parent = this.#entries.node[e]!;
+      phi = this.#nodes.keyHi[parent]!;
+      plo = this.#nodes.keyLo[parent]!;
+    }
+    if (this.#keys.length < 2 * n) this.#keys = new Uint32Array(2 * n);
+    const keys = this.#keys;
+    chainBlockKeys(phi, plo, tokens, 0, n, bs, keys, 0);
+    const nodes = this.#nodes;
+    let prev = parent;
+    for (let i = 0; i < n; i++) {
+      const hi = keys[2 * i]!;
+      const lo = keys[2 * i + 1]!;
+      let node = nodes.find(hi, lo);
+      if (node < 0) node = nodes.create(hi, lo, prev);
+      this.#register(w, hashes[i]!, node, bit);
+      prev = node;
+    }
+    return APPLIED;
+  }
+
+  /** Worker `w` holds `node` in tier `bit` under `hash`. */
+  #register(w: number, hash: EngineBlockHash, node: number, bit: number): void {
+    const hk = this.#hashes;
+    hk.parse(hash, true);
+    const wk = (w << 1) | hk.kind;
+    const entries = this.#entries;
+    const e = entries.find(wk, hk.hi, hk.lo);
+    if (e < 0) {
+      entries.insert(wk, hk.hi, hk.lo, node, bit);
+      if (hk.kind !== 0) hk.retain(hk.lo);
+      this.#attach(node, w, bit);
+      return;
+    }
+    const meta = entries.meta[e]!;
+    const mask = meta & TIER_BITS;
+    const old = entries.node[e]!;
+    if (old === node) {
+      if ((mask & bit) === 0) {
+        entries.meta[e] = meta | bit;
+        this.#changeMask(node, w, mask, mask | bit);
+      }
+      return;
+    }
+    // The engine reused the hash for another block (e.g. re-stored under a new parent
+    // after an eviction we did not see): an engine hash names one block at a time, so the
+    // old placement is stale. Move the entry; the new placement has only this tier.
+    entries.node[e] = node;
+    entries.meta[e] = (meta & ~TIER_BITS) | bit;
+    this.#changeMask(old, w, mask, 0);
+    this.#attach(node, w, bit);
+    this.#prune(old);
+  }
+
+  /**
+   * Adds (`add`) or removes tier `bit` for blocks already known by hash. Unknown hashes
+   * (or, on removal, hashes not held in that tier) are counted; the rest are applied.
+   */
+  #retier(w: number, hashes: readonly EngineBlockHash[], bit: number, add: boolean): ApplyResult {
+    const entries = this.#entries;
+    let unknown = 0;
+    for (let i = 0; i < hashes.length; i++) {
+      const e = this.#lookup(w, hashes[i]!);
+      if (e < 0) {
+        unknown++;
+        continue;
+      }
+      const meta = entries.meta[e]!;
+      const mask = meta & TIER_BITS;
+      const node = entries.node[e]!;
+      if (add) {
+        if ((mask & bit) !== 0) continue;
+        entries.meta[e] = meta | bit;
+        this.#changeMask(node, w, mask, mask | bit);
+      } else {
+        if ((mask & bit) === 0) {
+          unknown++;
+          continue;
+        }
+        const left = mask & ~bit;
+        this.#changeMask(node, w, mask, left);
+        if (left === 0) {
+          this.#dropEntry(e);
+          this.#prune(node);
+        } else {
+          entries.meta[e] = meta & ~bit;
+        }
+      }
+    }
+    if (unknown === 0) return APPLIED;
+    return { status: "block_not_found", unknownHashes: unknown };
+  }
+
+  /** Every block of worker `w` goes (its slot stays registered). */
+  #clear(w: number): void {
+    const entries = this.#entries;
+    const top = entries.top;
+    for (let e = 0; e < top; e++) {
+      const meta = entries.meta[e]!;
+      if (meta === FREE || meta >>> 4 !== w) continue;
+      const node = entries.node[e]!;
+      this.#changeMask(node, w, meta & TIER_BITS, 0);
+      this.#dropEntry(e);
+      this.#prune(node);
+    }
+  }
+
+  /** Entry of worker `w`'s engine hash, or −1. */
+  #lookup(w: number, hash: EngineBlockHash): number {
+    const hk = this.#hashes;
+    if (!hk.parse(hash, false)) return -1;
+    return this.#entries.find((w << 1) | hk.kind, hk.hi, hk.lo);
+  }
+
+  #dropEntry(e: number): void {
+    const entries = this.#entries;
+    if ((entries.meta[e]! >>> 3) & 1) this.#hashes.release(entries.lo[e]!);
+    entries.remove(e);
+  }
+
+  /** A new entry of worker `w` with tiers `mask` on `node`. */
+  #attach(node: number, w: number, mask: number): void {
+    const nodes = this.#nodes;
+    const k = nodes.holderIndex(node, w);
+    if (k < 0) {
+      nodes.addHolder(node, (w << 4) | mask);
+      this.#workers.blocks[w]!++;
+      this.#workerBlocks++;
+      return;
+    }
+    const word = nodes.holderWord(node, k);
+    const union =
+      word & ALIASED
+        ? this.#aliases.change(node, w, 0, mask)
+        : this.#aliases.start(node, w, word & TIER_BITS, mask);
+    nodes.setHolderWord(node, k, (w << 4) | ALIASED | union);
+  }
+
+  /** One existing entry of worker `w` on `node` changes tiers `from` → `to` (0 = gone). */
+  #changeMask(node: number, w: number, from: number, to: number): void {
+    const nodes = this.#nodes;
+    const k = nodes.holderIndex(node, w);
+    const word = nodes.holderWord(node, k);
+    if ((word & ALIASED) === 0) {
+      if (to !== 0) {
+        nodes.setHolderWord(node, k, (w << 4) | to);
+        return;
+      }
+      nodes.removeHolder(node, k);
+      this.#workers.blocks[w]!--;
+      this.#workerBlocks--;
+      return;
+    }
+    const r = this.#aliases.change(node, w, from, to);
+    nodes.setHolderWord(node, k, r >= 0 ? (w << 4) | ALIASED | r : (w << 4) | (-1 - r));
+  }
+
+  /** Frees `node` and then its ancestors while they have neither holders nor children. */
+  #prune(node: number): void {
+    const nodes = this.#nodes;
+    while (node >= 0 && nodes.holderCount[node] === 0 && nodes.children[node] === 0) {
+      node = nodes.free(node);
+    }
+  }
+}
+
+function tierBit(tier: Tier): number {
+  switch (tier) {
+    case "gpu":
+      return GPU;
+    case "host":
+      return HOST;
+    case "disk":
+      return DISK;
+    default: {
+      const unknown: never = tier;
+      throw new TypeError(`unknown tier ${String(unknown)}`);
+    }
+  }
+}
+
+function statusIndex(status: ApplyStatus): number {
+  switch (status) {
+    case "applied":
+      return 0;
+    case "parent_not_found":
+      return 1;
+    case "block_not_found":
+      return 2;
+    case "block_size_mismatch":
+      return 3;
+    case "invalid_token_count":
+      return 4;
+    default: {
+      const unknown: never = status;
+      throw new TypeError(`unknown status ${String(unknown)}`);
+    }
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * Dense small-int slots for worker keys, so node holder lists store a 16-bit slot instead
+ * of a string, plus per-slot numeric columns (blocks held, and the scratch run counters
+ * of `findMatches`). Freed slots are reused. The public order is by worker key, so
+ * results do not depend on the order in which workers were first seen.
+ */
+
+import type { WorkerKey } from "../protocol/worker.js";
+
+/** Holder words keep the slot in 16 bits (see node-store.ts). */
+export const MAX_WORKERS = 65536;
+
+export class WorkerSlots {
+  /** Distinct blocks held by each slot, any tier. */
+  blocks = new Int32Array(16);
+  /** Scratch for findMatches: leading blocks held per tier group. */
+  gpuRun = new Int32Array(16);
+  hostRun = new Int32Array(16);
+  diskRun = new Int32Array(16);
+  readonly #slotOf = new Map<WorkerKey, number>();
+  #keys: (WorkerKey | undefined)[] = [];
+  readonly #free: number[] = [];
+  #order: number[] | null = [];
+
+  get count(): number {
+    return this.#slotOf.size;
+  }
+
+  slotOf(key: WorkerKey): number | undefined {
+    return this.#slotOf.get(key);
+  }
+
+  keyOf(slot: number): WorkerKey {
+    return this.#keys[slot]!;
+  }
+
+  /** The slot of `key`, registering it if new. */
+  ensure(key: WorkerKey): number {
+    const known = this.#slotOf.get(key);
+    if (known !== undefined) return known;
+    let slot = this.#free.pop();
+    if (slot === undefined) {
+      slot = this.#keys.length;
+      if (slot >= MAX_WORKERS) {
+        throw new RangeError(`the index holds at most ${MAX_WORKERS} workers; cannot add ${key}`);
+      }
+      this.#keys.push(undefined);
+      if (slot >= this.blocks.length) this.#grow(this.blocks.length * 2);
+    }
+    this.#keys[slot] = key;
+    this.#slotOf.set(key, slot);
+    this.blocks[slot] = 0;
+    this.#order = null;
+    return slot;
+  }
+
+  release(slot: number): void {
+    const key = this.#keys[slot];
+    if (key === undefined) return;
+    this.#slotOf.delete(key);
+    this.#keys[slot] = undefined;
+    this.blocks[slot] = 0;
+    this.#free.push(slot);
+    this.#order = null;
+  }
+
+  /** Live slots sorted by worker key (cached until the set of workers changes). */
+  order(): readonly number[] {
+    if (this.#order === null) {
+      const keys = this.#keys;
+      this.#order = [...this.#slotOf.values()].sort((a, b) =>
+        keys[a]! < keys[b]! ? -1 : keys[a]! > keys[b]! ? 1 : 0,
+      );
+    }
+    return this.#order;
+  }
+
+  #grow(size: number): void {
+    const widen = (a: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> => {
+      const b = new Int32Array(size);
+      b.set(a);
+      return b;
+    };
+    this.blocks = widen(this.blocks);
+    this.gpuRun = widen(this.gpuRun);
+    this.hostRun = widen(this.hostRun);
+    this.diskRun = widen(this.diskRun);
+  }
+}
