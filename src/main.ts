@@ -1,5 +1,84 @@
-/** Placeholder until this sub-command lands; it says so instead of pretending to work. */
-export async function main(_argv: string[]): Promise<number> {
-  process.stderr.write("kvrouter: this command is not implemented yet\n");
-  return 1;
+/**
+ * `kvrouter serve`: load and validate the configuration (failing loudly, naming every bad
+ * key), build the service, listen, and on SIGTERM/SIGINT stop accepting, close every
+ * socket (HTTP, event subscribers, scrapers) and return 0.
+ */
+
+import { stringify as toYaml } from "yaml";
+import { formatIssues, loadConfig, redactConfig } from "./config.js";
+import { createService } from "./main/service.js";
+import { createLogger } from "./telemetry/logger.js";
+
+/** How long a graceful shutdown may take before giving up with exit code 1. */
+const SHUTDOWN_TIMEOUT_MS = 10_000;
+
+function waitForSignal(signals: readonly NodeJS.Signals[]): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const handler = (signal: NodeJS.Signals) => {
+      for (const s of signals) process.off(s, handler);
+      resolve(signal);
+    };
+    for (const s of signals) process.on(s, handler);
+  });
+}
+
+/** Run the router service until a signal; returns the process exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const outcome = loadConfig({ argv, env: process.env });
+  switch (outcome.kind) {
+    case "help":
+      process.stdout.write(outcome.text);
+      return 0;
+    case "invalid":
+      process.stderr.write(`kvrouter: invalid configuration:\n${formatIssues(outcome.issues)}\n`);
+      return 2;
+    case "ok":
+      break;
+  }
+  const { config, file } = outcome;
+  if (outcome.check) {
+    process.stdout.write(`# effective configuration (from ${file ?? "defaults"})\n`);
+    process.stdout.write(toYaml(redactConfig(config)));
+    return 0;
+  }
+  const logger = createLogger({ level: config.log.level });
+  for (const w of outcome.warnings) logger.warn(w);
+  let service: Awaited<ReturnType<typeof createService>>;
+  try {
+    service = await createService(config, { logger });
+  } catch (err) {
+    logger.fatal({ err }, "cannot start the service");
+    return 1;
+  }
+  const stop = waitForSignal(["SIGTERM", "SIGINT"]);
+  try {
+    await service.app.listen({ host: config.server.host, port: config.server.port });
+  } catch (err) {
+    logger.fatal({ err, host: config.server.host, port: config.server.port }, "cannot listen");
+    await service.close();
+    return 1;
+  }
+  logger.info(
+    {
+      address: service.app.server.address(),
+      configFile: file,
+      workers: config.workers.map((w) => w.id),
+      authRequired: config.server.authToken !== null,
+    },
+    "kvrouter listening",
+  );
+  const signal = await stop;
+  logger.info({ signal }, "shutting down");
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<"timeout">((resolve) => {
+    timer = setTimeout(() => resolve("timeout"), SHUTDOWN_TIMEOUT_MS);
+  });
+  const result = await Promise.race([service.close().then(() => "closed" as const), timeout]);
+  clearTimeout(timer);
+  if (result === "timeout") {
+    logger.error({ timeoutMs: SHUTDOWN_TIMEOUT_MS }, "shutdown timed out");
+    return 1;
+  }
+  logger.info("stopped");
+  return 0;
 }

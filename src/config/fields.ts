@@ -98,6 +98,13 @@ export const FIELDS = {
     },
   },
   inFlight: {
+    prefillTtlMs: {
+      kind: "int",
+      min: 1,
+      max: DAY_MS,
+      default: 60_000,
+      doc: "assume a routed request's prefill is done after this long without `first-token`",
+    },
     ttlMs: {
       kind: "int",
       min: 1,

@@ -71,6 +71,8 @@ export interface LoadConfig {
 }
 
 export interface InFlightConfig {
+  /** A routed request with no `first-token` after this long no longer counts as prefill. */
+  readonly prefillTtlMs: number;
   /** A routed request with no `done` after this long is forgotten. */
   readonly ttlMs: number;
 }

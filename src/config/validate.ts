@@ -121,6 +121,13 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
       message: `must not exceed load.scrapeIntervalMs (${load.scrapeIntervalMs}), got ${load.scrapeTimeoutMs}`,
     });
   }
+  const inFlight = out.inFlight as { prefillTtlMs: number; ttlMs: number };
+  if (issues.length === 0 && inFlight.prefillTtlMs > inFlight.ttlMs) {
+    issues.push({
+      key: at("inFlight.prefillTtlMs"),
+      message: `must not exceed inFlight.ttlMs (${inFlight.ttlMs}), got ${inFlight.prefillTtlMs}`,
+    });
+  }
   if (issues.length > 0) return { ok: false, issues };
   const config = { ...out, scheduler, workers } as unknown as KvrouterConfig;
   return { ok: true, config: deepFreeze(config) };

@@ -1,0 +1,54 @@
+/**
+ * Builds the fastify app from its dependencies without listening, so tests use
+ * `app.inject()` and integration tests listen on port 0. One prom registry per app.
+ * Per-request logging is off (it would dominate the hot path); errors are still logged.
+ */
+
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
+import { Registry } from "prom-client";
+import { createMetrics, type RouterMetrics } from "../telemetry/metrics.js";
+import type { AppDeps } from "./deps.js";
+import { installErrorHandling } from "./error-handler.js";
+import { registerHealthRoutes } from "./health-routes.js";
+import { registerRequestRoutes } from "./request-routes.js";
+import { registerRouteRoutes } from "./route-routes.js";
+import { registerWorkerRoutes } from "./worker-routes.js";
+
+export interface BuiltApp {
+  readonly app: FastifyInstance;
+  readonly metricsRegistry: Registry;
+  readonly metrics: RouterMetrics;
+}
+
+/** Create the app with every route registered; call `app.listen` (or `inject`) next. */
+export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
+  const server = deps.config.server;
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: server.bodyLimitBytes,
+    // Strict types: "5" is not a token id. Params are strings and need no coercion.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    forceCloseConnections: "idle",
+  });
+  const metricsRegistry = deps.metricsRegistry ?? new Registry();
+  const metrics = createMetrics(metricsRegistry, {
+    indexStats: () => deps.index.stats(),
+    streams: deps.streams,
+    loads: () => {
+      const nowMs = deps.nowMs();
+      return deps.registry.list().map((w) => deps.loads.view(w.key, nowMs));
+    },
+    inFlight: () => deps.inFlight.workers().map((k) => [k, deps.inFlight.totals(k)] as const),
+    nowMs: deps.nowMs,
+  });
+  // JSON only: anything else is a 415 rather than a string the schema then rejects.
+  app.removeContentTypeParser("text/plain");
+  installErrorHandling(app, server);
+  registerHealthRoutes(app, deps, metricsRegistry);
+  registerRouteRoutes(app, deps, metrics);
+  registerRequestRoutes(app, deps);
+  registerWorkerRoutes(app, deps);
+  await app.ready();
+  return { app, metricsRegistry, metrics };
+}

@@ -1,0 +1,61 @@
+/**
+ * Every error the HTTP API can answer with, in one place: a stable machine code, its
+ * HTTP status and what it means. Codes are part of the API: never rename or reuse one.
+ * Bodies are always `{ error: { code, message, details? } }`.
+ */
+
+export const ERROR_CODES = {
+  invalid_request: { status: 400, meaning: "the body, params or query fail the route's schema" },
+  invalid_json: { status: 400, meaning: "the body is not valid JSON" },
+  prompt_too_long: { status: 400, meaning: "more tokens than server.maxPromptTokens" },
+  invalid_worker: {
+    status: 400,
+    meaning: "a worker declaration breaks a rule (details list each)",
+  },
+  unauthorized: { status: 401, meaning: "missing or wrong bearer token on a mutating route" },
+  not_found: { status: 404, meaning: "no such route" },
+  request_not_found: { status: 404, meaning: "no in-flight request with this id" },
+  worker_not_found: { status: 404, meaning: "no worker with this id" },
+  method_not_allowed: { status: 405, meaning: "the route exists but not with this method" },
+  worker_exists: { status: 409, meaning: "a worker with this id is already registered" },
+  duplicate_request: { status: 409, meaning: "request_id is already in flight" },
+  body_too_large: { status: 413, meaning: "the body exceeds server.bodyLimitBytes" },
+  unsupported_media_type: { status: 415, meaning: "the body is not application/json" },
+  internal_error: { status: 500, meaning: "a bug: the message says what failed" },
+  no_worker_available: { status: 503, meaning: "no routable worker for this model" },
+  not_ready: { status: 503, meaning: "no worker has fresh load information yet" },
+} as const satisfies Record<string, { status: number; meaning: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The JSON body of every error response. */
+export interface ErrorBody {
+  readonly error: {
+    readonly code: ErrorCode;
+    readonly message: string;
+    readonly details?: unknown;
+  };
+}
+
+/** Thrown by handlers; the app's error handler turns it into the body above. */
+export class ApiError extends Error {
+  readonly status: number;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+    this.name = "ApiError";
+    this.status = ERROR_CODES[code].status;
+  }
+
+  body(): ErrorBody {
+    return errorBody(this.code, this.message, this.details);
+  }
+}
+
+export function errorBody(code: ErrorCode, message: string, details?: unknown): ErrorBody {
+  return { error: details === undefined ? { code, message } : { code, message, details } };
+}

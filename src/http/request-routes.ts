@@ -1,0 +1,31 @@
+/**
+ * In-flight lifecycle: the caller reports when a routed request produced its first token
+ * (its prefill no longer loads the worker) and when it finished. Unknown ids are a 404:
+ * never routed, already done, or expired by `inFlight.ttlMs`.
+ */
+
+import type { FastifyInstance } from "fastify";
+import type { InFlightUpdate } from "../load/types.js";
+import type { AppDeps } from "./deps.js";
+import { ApiError } from "./errors.js";
+import { requestIdParams } from "./schemas.js";
+
+function answer(update: InFlightUpdate, event: string) {
+  if (!update.ok) {
+    throw new ApiError(
+      "request_not_found",
+      `no in-flight request ${JSON.stringify(update.requestId)} (never routed, already done, or expired)`,
+    );
+  }
+  return { request_id: update.requestId, worker: update.worker, event };
+}
+
+export function registerRequestRoutes(app: FastifyInstance, deps: AppDeps): void {
+  const schema = { params: requestIdParams };
+  app.post<{ Params: { id: string } }>("/v1/requests/:id/first-token", { schema }, async (req) =>
+    answer(deps.inFlight.firstToken(req.params.id, deps.nowMs()), "first_token"),
+  );
+  app.post<{ Params: { id: string } }>("/v1/requests/:id/done", { schema }, async (req) =>
+    answer(deps.inFlight.done(req.params.id, deps.nowMs()), "done"),
+  );
+}

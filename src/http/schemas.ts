@@ -1,0 +1,137 @@
+/**
+ * JSON schemas of every route's input, built from the configured limits. Fastify
+ * compiles them once; a request that fails one never reaches a handler, and the error
+ * handler turns the failure into a 400 that names the field and the bad value.
+ */
+
+import type { ServerConfig } from "../config/types.js";
+
+/** Limits the schemas depend on. */
+export type SchemaLimits = Pick<ServerConfig, "maxPromptTokens" | "maxTokenId">;
+
+const nonNegative = { type: "number", minimum: 0 } as const;
+const requestId = { type: "string", minLength: 1, maxLength: 256 } as const;
+
+/** Per-request scheduler overrides (ranges are checked by the scheduler's own rules). */
+const overrides = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    prefill: nonNegative,
+    decode: nonNegative,
+    queue: nonNegative,
+    host: nonNegative,
+    disk: nonNegative,
+    store: nonNegative,
+    temperature: nonNegative,
+  },
+} as const;
+
+function tokenIds(limits: SchemaLimits) {
+  return {
+    type: "array",
+    maxItems: limits.maxPromptTokens,
+    items: { type: "integer", minimum: 0, maximum: limits.maxTokenId },
+  } as const;
+}
+
+export interface MatchBody {
+  readonly model?: string;
+  readonly token_ids: number[];
+  readonly lora_name?: string | null;
+}
+
+export interface RouteBody extends MatchBody {
+  readonly request_id?: string;
+  readonly overrides?: {
+    readonly prefill?: number;
+    readonly decode?: number;
+    readonly queue?: number;
+    readonly host?: number;
+    readonly disk?: number;
+    readonly store?: number;
+    readonly temperature?: number;
+  };
+}
+
+export function matchBodySchema(limits: SchemaLimits) {
+  return {
+    type: "object",
+    required: ["token_ids"],
+    additionalProperties: false,
+    properties: {
+      model: { type: "string", minLength: 1 },
+      token_ids: tokenIds(limits),
+      lora_name: { type: ["string", "null"], minLength: 1 },
+    },
+  } as const;
+}
+
+export function routeBodySchema(limits: SchemaLimits) {
+  const match = matchBodySchema(limits);
+  return {
+    ...match,
+    properties: { ...match.properties, request_id: requestId, overrides },
+  } as const;
+}
+
+export const requestIdParams = {
+  type: "object",
+  required: ["id"],
+  properties: { id: requestId },
+} as const;
+
+export const workerIdParams = {
+  type: "object",
+  required: ["id"],
+  properties: { id: { type: "string", minLength: 1, maxLength: 64 } },
+} as const;
+
+/** `POST /v1/workers`: shapes only; the rules are `validateWorker`'s (same as the config). */
+export const addWorkerBodySchema = {
+  type: "object",
+  required: ["id", "url"],
+  additionalProperties: false,
+  properties: {
+    id: { type: "string" },
+    url: { type: "string" },
+    events_endpoint: { type: ["string", "null"] },
+    replay_endpoint: { type: ["string", "null"] },
+    topic: { type: "string" },
+    dp_size: { type: "integer" },
+    metrics_url: { type: ["string", "null"] },
+    kind: { type: "string" },
+    model: { type: ["string", "null"] },
+    block_size: { type: "integer" },
+  },
+} as const;
+
+export interface AddWorkerBody {
+  readonly [key: string]: unknown;
+}
+
+/** `PUT /v1/workers/:id/load`: what engines without /metrics push. */
+export const pushLoadBodySchema = {
+  type: "object",
+  required: ["running", "waiting", "kv_usage"],
+  additionalProperties: false,
+  properties: {
+    dp_rank: { type: "integer", minimum: 0 },
+    running: nonNegative,
+    waiting: nonNegative,
+    kv_usage: { type: "number", minimum: 0, maximum: 1 },
+    num_gpu_blocks: { type: "integer", minimum: 1 },
+    prefix_cache_queries: nonNegative,
+    prefix_cache_hits: nonNegative,
+  },
+} as const;
+
+export interface PushLoadBody {
+  readonly dp_rank?: number;
+  readonly running: number;
+  readonly waiting: number;
+  readonly kv_usage: number;
+  readonly num_gpu_blocks?: number;
+  readonly prefix_cache_queries?: number;
+  readonly prefix_cache_hits?: number;
+}

@@ -1,0 +1,125 @@
+/**
+ * Fleet membership and pushed load: `GET/POST /v1/workers`, `DELETE /v1/workers/:id`,
+ * `PUT /v1/workers/:id/load`. A worker added here obeys the same rules as one in the
+ * config file (`validateWorker`); the mutating routes need the bearer token if one is set.
+ */
+
+import type { FastifyInstance } from "fastify";
+import { validateWorker } from "../config/worker-config.js";
+import { type WorkerKey, workerKey } from "../protocol/worker.js";
+import { requireBearer } from "./auth.js";
+import type { AppDeps } from "./deps.js";
+import { ApiError } from "./errors.js";
+import {
+  type AddWorkerBody,
+  addWorkerBodySchema,
+  type PushLoadBody,
+  pushLoadBodySchema,
+  workerIdParams,
+} from "./schemas.js";
+import { loadJson, workerJson } from "./worker-view.js";
+
+const toCamel = (s: string) => s.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+const toSnake = (s: string) => s.replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+
+function ranks(id: string, dpSize: number): WorkerKey[] {
+  return Array.from({ length: dpSize }, (_, r) => workerKey(id, r));
+}
+
+export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void {
+  const guard = requireBearer(deps.config.server.authToken);
+  const { fleet, loads, inFlight } = deps;
+
+  /** JSON of one worker or of all; stream states are read once per call. */
+  const views = (only?: string) => {
+    const byKey = new Map(deps.streams().map((s) => [s.worker, s]));
+    const nowMs = deps.nowMs();
+    const list =
+      only === undefined ? fleet.list() : [fleet.get(only)].filter((w) => w !== undefined);
+    return list.map((w) =>
+      workerJson(w, ranks(w.id, w.dpSize), {
+        load: (k) => loads.view(k, nowMs),
+        inFlight: (k) => inFlight.totals(k),
+        stream: (k) => byKey.get(k),
+        nowMs,
+      }),
+    );
+  };
+
+  app.get("/v1/workers", async () => ({ workers: views() }));
+
+  app.post<{ Body: AddWorkerBody }>(
+    "/v1/workers",
+    { schema: { body: addWorkerBodySchema }, preHandler: guard },
+    async (req, reply) => {
+      const raw = Object.fromEntries(Object.entries(req.body).map(([k, v]) => [toCamel(k), v]));
+      const checked = validateWorker(raw, "body", deps.config.index.blockSize);
+      if (!checked.ok) {
+        const details = checked.issues.map((i) => ({
+          path: i.key.replace(/^body\.(\w+)/, (_, k: string) => `body/${toSnake(k)}`),
+          message: i.message,
+        }));
+        throw new ApiError(
+          "invalid_worker",
+          details.map((d) => `${d.path}: ${d.message}`).join("; "),
+          details,
+        );
+      }
+      const added = await fleet.add(checked.worker);
+      if (!added.ok) throw new ApiError(added.code, added.message);
+      deps.logger.info({ worker: checked.worker.id, ranks: added.keys.length }, "worker added");
+      return reply.status(201).send(views(checked.worker.id)[0]);
+    },
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    "/v1/workers/:id",
+    { schema: { params: workerIdParams }, preHandler: guard },
+    async (req) => {
+      const { id } = req.params;
+      if (!(await fleet.remove(id))) {
+        throw new ApiError("worker_not_found", `no worker ${JSON.stringify(id)}`);
+      }
+      deps.logger.info({ worker: id }, "worker removed");
+      return { id, removed: true };
+    },
+  );
+
+  app.put<{ Params: { id: string }; Body: PushLoadBody }>(
+    "/v1/workers/:id/load",
+    { schema: { params: workerIdParams, body: pushLoadBodySchema }, preHandler: guard },
+    async (req) => {
+      const { id } = req.params;
+      const w = fleet.get(id);
+      if (w === undefined)
+        throw new ApiError("worker_not_found", `no worker ${JSON.stringify(id)}`);
+      const b = req.body;
+      const rank = b.dp_rank ?? 0;
+      if (rank >= w.dpSize) {
+        throw new ApiError(
+          "invalid_request",
+          `body/dp_rank is ${rank} but worker ${id} has dp_size ${w.dpSize} (ranks 0..${w.dpSize - 1})`,
+        );
+      }
+      const nowMs = deps.nowMs();
+      const key = workerKey(id, rank);
+      loads.update(
+        key,
+        {
+          running: b.running,
+          waiting: b.waiting,
+          kvUsage: b.kv_usage,
+          ...(b.num_gpu_blocks === undefined ? {} : { numGpuBlocks: b.num_gpu_blocks }),
+          ...(b.prefix_cache_queries === undefined
+            ? {}
+            : { prefixCacheQueries: b.prefix_cache_queries }),
+          ...(b.prefix_cache_hits === undefined ? {} : { prefixCacheHits: b.prefix_cache_hits }),
+          atMs: nowMs,
+        },
+        nowMs,
+        "push",
+      );
+      return { worker: key, load: loadJson(loads.view(key, nowMs), nowMs) };
+    },
+  );
+}

@@ -1,0 +1,78 @@
+/**
+ * Shared set-up for the HTTP tests: the real service (real index, registry, trackers,
+ * router, fastify app) from a config object, with logs captured as JSON records and
+ * scraping off (tests push load through the API). Events go straight into the index
+ * with `applyEvent`, except in the end-to-end test, which uses real ZeroMQ.
+ */
+
+import { Writable } from "node:stream";
+import { validateConfig } from "../src/config.js";
+import { createService, type Service } from "../src/main/service.js";
+import { engineHashFromSafeInt } from "../src/protocol/engine-hash.js";
+import type { BlockStoredEvent } from "../src/protocol/events.js";
+import { createLogger } from "../src/telemetry/logger.js";
+
+export interface TestService extends Service {
+  /** Parsed JSON log records written so far. */
+  readonly logs: Record<string, unknown>[];
+}
+
+/** Build the service from a raw config (validated like a config file). */
+export async function startTestService(
+  raw: Record<string, unknown> = {},
+  options: { nowMs?: () => number } = {},
+): Promise<TestService> {
+  const result = validateConfig({ log: { level: "info" }, ...raw });
+  if (!result.ok) throw new Error(JSON.stringify(result.issues));
+  const logs: Record<string, unknown>[] = [];
+  const destination = new Writable({
+    write(chunk, _enc, done) {
+      for (const line of String(chunk).split("\n")) if (line !== "") logs.push(JSON.parse(line));
+      done();
+    },
+  });
+  const logger = createLogger({ level: result.config.log.level, destination });
+  let n = 0;
+  const service = await createService(result.config, {
+    logger,
+    scrape: false,
+    ...(options.nowMs === undefined ? {} : { nowMs: options.nowMs }),
+    rng: () => (n = (n * 16807 + 1) % 2147483647) / 2147483647,
+  });
+  return Object.assign(service, { logs });
+}
+
+/** `count` ascending worker declarations `w0..` with push-only load and no events. */
+export function workers(count: number, extra: Record<string, unknown> = {}) {
+  return Array.from({ length: count }, (_, i) => ({
+    id: `w${i}`,
+    url: `http://127.0.0.1:${9100 + i}`,
+    metricsUrl: null,
+    ...extra,
+  }));
+}
+
+/** A GPU BlockStored event caching `tokens` (full blocks only) from the root. */
+export function storedFromRoot(
+  tokens: readonly number[],
+  blockSize: number,
+  hashBase: number,
+): BlockStoredEvent {
+  const blocks = Math.floor(tokens.length / blockSize);
+  return {
+    type: "stored",
+    blockHashes: Array.from({ length: blocks }, (_, i) => engineHashFromSafeInt(hashBase + i)),
+    parentHash: null,
+    tokenIds: tokens.slice(0, blocks * blockSize),
+    blockSize,
+    loraId: null,
+    loraName: null,
+    medium: null,
+    tier: "gpu",
+  };
+}
+
+/** Token ids 0..n-1 shifted by `offset` (distinct prompts for distinct offsets). */
+export function tokens(n: number, offset = 0): number[] {
+  return Array.from({ length: n }, (_, i) => i + offset);
+}
