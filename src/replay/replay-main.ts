@@ -1,5 +1,85 @@
-/** Placeholder until this sub-command lands; it says so instead of pretending to work. */
-export async function main(_argv: string[]): Promise<number> {
-  process.stderr.write("kvrouter: this command is not implemented yet\n");
-  return 1;
+/**
+ * `kvrouter replay`: replay a trace through the router and baselines in virtual time and
+ * print the comparison (table, optional JSON line and SVG plot). See docs/replay.md.
+ */
+
+import { writeFileSync } from "node:fs";
+import { infiniteCacheCeiling } from "./ceiling.js";
+import { comparePolicies } from "./compare.js";
+import { parseReplayArgs, ReplayUsageError, USAGE } from "./options.js";
+import { formatJson, formatTable, type ReportCeilings } from "./report.js";
+import { renderSvg } from "./svg-plot.js";
+import { loadTrace, TraceFormatError } from "./trace.js";
+
+/** Entry point; returns the exit code (0 ok, 1 failure, 2 bad usage). */
+export async function main(argv: string[]): Promise<number> {
+  let o: ReturnType<typeof parseReplayArgs>;
+  try {
+    o = parseReplayArgs(argv);
+  } catch (err) {
+    if (!(err instanceof ReplayUsageError)) throw err;
+    process.stderr.write(`kvrouter replay: ${err.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (o === null) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  let requests: ReturnType<typeof loadTrace>;
+  try {
+    requests = loadTrace(o.trace, o.limit === null ? {} : { limit: o.limit });
+  } catch (err) {
+    const msg = err instanceof TraceFormatError ? err.message : (err as Error).message;
+    process.stderr.write(`kvrouter replay: cannot read trace ${o.trace}: ${msg}\n`);
+    return 1;
+  }
+  if (requests.length === 0) {
+    process.stderr.write(`kvrouter replay: trace ${o.trace} has no requests\n`);
+    return 1;
+  }
+  const ceilings: ReportCeilings = {
+    single: infiniteCacheCeiling(requests, { blockSize: o.blockSize }),
+    roundRobin: infiniteCacheCeiling(requests, { workers: o.workers, blockSize: o.blockSize }),
+  };
+  const cap =
+    o.capacityBlocks === null
+      ? "unlimited capacity"
+      : `${o.capacityBlocks} blocks (${o.capacityBlocks * o.blockSize} tokens) per worker`;
+  process.stderr.write(
+    `replaying ${requests.length} requests on ${o.workers} workers, ${cap}, block size ${o.blockSize}\n`,
+  );
+  const runs = comparePolicies(requests, o, (r) => {
+    process.stderr.write(
+      `  ${r.label}: hit ${(100 * r.summary.hitRate).toFixed(1)}%, TTFT mean ${(r.summary.ttftMs.mean / 1000).toFixed(2)} s (${(r.wallMs / 1000).toFixed(1)} s)\n`,
+    );
+  });
+  process.stdout.write(formatTable(runs, ceilings));
+  for (const r of runs) {
+    if (r.eventProblems !== undefined && Object.keys(r.eventProblems).length > 0) {
+      process.stdout.write(
+        `${r.label}: KV events not applied: ${JSON.stringify(r.eventProblems)}\n`,
+      );
+    }
+  }
+  if (o.svg !== null) {
+    const title = `${requests.length} requests, ${o.workers} workers, ${cap}`;
+    const series = runs.map((r) => ({
+      label: r.label,
+      ttftSorted: r.ttftSorted,
+      hitRate: r.summary.hitRate,
+    }));
+    writeFileSync(o.svg, renderSvg(series, title, ceilings.single.tokenHitRate));
+    process.stderr.write(`plot written to ${o.svg}\n`);
+  }
+  if (o.json) {
+    const { scheduler, ...rest } = o;
+    process.stdout.write(
+      `${formatJson({
+        options: { ...rest, requests: requests.length, scheduler },
+        ceilings,
+        runs: runs.map(({ ttftSorted: _t, ...r }) => r),
+      })}\n`,
+    );
+  }
+  return 0;
 }

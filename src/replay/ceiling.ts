@@ -1,0 +1,82 @@
+/**
+ * Prefix-hit ceilings computed straight from a trace's hash_ids, without simulating
+ * anything: what one infinite cache, or N infinite caches fed round-robin, would hit.
+ * They are the yardsticks the replay is checked against (see docs/replay.md).
+ *
+ * Two measures:
+ * - blocks: a request hits its leading trace blocks already seen by its cache (the
+ *   figure the trace README quotes);
+ * - tokens: what a paged prefix cache with `blockSize`-token pages hits. Two prompts
+ *   that agree on their first m trace blocks share min(512·m, both lengths) tokens, of
+ *   which only whole pages can be hit, and never the prompt's last token (vLLM always
+ *   computes at least one token so it has logits to sample from).
+ */
+
+import { TRACE_BLOCK_TOKENS, type TraceRequest } from "./trace.js";
+
+export interface CeilingResult {
+  readonly blockHits: number;
+  readonly blocks: number;
+  readonly blockHitRate: number;
+  readonly tokenHits: number;
+  readonly tokens: number;
+  readonly tokenHitRate: number;
+}
+
+/** Largest number of prompt tokens a paged cache can serve for a prompt of `length`. */
+export function maxHitTokens(length: number, blockSize: number): number {
+  return Math.floor((length - 1) / blockSize) * blockSize;
+}
+
+/**
+ * Hits of `workers` infinite private caches, request i going to cache `assign(i)`
+ * (default round-robin; 1 worker = the trace's ceiling). Requests are taken in order.
+ */
+export function infiniteCacheCeiling(
+  requests: readonly TraceRequest[],
+  options: { workers?: number; blockSize?: number; assign?: (i: number) => number } = {},
+): CeilingResult {
+  const workers = options.workers ?? 1;
+  const blockSize = options.blockSize ?? 16;
+  const assign = options.assign ?? ((i: number) => i % workers);
+  // Per cache: hash_id → longest prompt seen that contains it (hash_ids name prefixes,
+  // so every such prompt shares the whole prefix up to that block).
+  const caches = Array.from({ length: workers }, () => new Map<number, number>());
+  let blockHits = 0;
+  let blocks = 0;
+  let tokenHits = 0;
+  let tokens = 0;
+  for (let i = 0; i < requests.length; i++) {
+    const r = requests[i]!;
+    const cache = caches[assign(i)]!;
+    const ids = r.hashIds;
+    let leading = 0;
+    while (leading < ids.length && cache.has(ids[leading]!)) leading++;
+    let shared = 0;
+    for (let b = 0; b < leading; b++) {
+      const other = cache.get(ids[b]!)!;
+      const s = Math.min((b + 1) * TRACE_BLOCK_TOKENS, other, r.inputLength);
+      if (s > shared) shared = s;
+    }
+    const hit = Math.min(
+      Math.floor(shared / blockSize) * blockSize,
+      maxHitTokens(r.inputLength, blockSize),
+    );
+    blockHits += leading;
+    blocks += ids.length;
+    tokenHits += hit;
+    tokens += r.inputLength;
+    for (const id of ids) {
+      const prev = cache.get(id);
+      if (prev === undefined || prev < r.inputLength) cache.set(id, r.inputLength);
+    }
+  }
+  return {
+    blockHits,
+    blocks,
+    blockHitRate: blocks === 0 ? 0 : blockHits / blocks,
+    tokenHits,
+    tokens,
+    tokenHitRate: tokens === 0 ? 0 : tokenHits / tokens,
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * The `kv` policy: the service's own Router (block keys → prefix index → scheduler →
+ * in-flight record) deciding for the simulated fleet. Everything the service would get
+ * from the outside arrives here the same way: KV events are applied to the index with
+ * `applyEvent` in each worker's order, scrapes become load snapshots, and first-token /
+ * done reports end the in-flight records.
+ */
+
+import { FIELDS } from "../config/fields.js";
+import type { ApplyStatus, PrefixIndex } from "../index/types.js";
+import { InFlightTracker } from "../load/in-flight.js";
+import { LoadTracker } from "../load/load-tracker.js";
+import { WorkerRegistry } from "../load/worker-registry.js";
+import type { KvEvent } from "../protocol/events.js";
+import { type WorkerKey, workerKey } from "../protocol/worker.js";
+import { Router } from "../router.js";
+import type { SchedulerConfig } from "../scheduler/types.js";
+import type { RoutingPolicy, ScrapedLoad } from "./policies.js";
+import type { Rng } from "./rng.js";
+import type { RequestOutcome } from "./sim-fleet.js";
+import type { TraceRequest } from "./trace.js";
+
+export interface KvPolicyOptions {
+  readonly workers: number;
+  /** The router's prefix index (a fresh, empty one). */
+  readonly index: PrefixIndex;
+  /** Usable KV blocks per worker, as a worker's config would declare them. */
+  readonly capacityBlocks: number;
+  readonly config: SchedulerConfig;
+  readonly rng: Rng;
+  /** Load snapshots older than this are stale (service default when omitted). */
+  readonly staleAfterMs?: number;
+}
+
+/** The Router wired to a simulated fleet. */
+export class KvPolicy implements RoutingPolicy {
+  readonly name = "kv";
+  readonly wantsKvEvents = true;
+  readonly router: Router;
+  readonly index: PrefixIndex;
+  readonly inFlight: InFlightTracker;
+  readonly loads: LoadTracker;
+  readonly #keys: WorkerKey[];
+  readonly #indexOf = new Map<WorkerKey, number>();
+  /** Apply outcomes other than "applied", by status (should stay empty). */
+  readonly eventProblems = new Map<ApplyStatus, number>();
+
+  constructor(o: KvPolicyOptions) {
+    this.index = o.index;
+    const registry = new WorkerRegistry();
+    this.#keys = [];
+    for (let w = 0; w < o.workers; w++) {
+      const info = registry.upsert({
+        workerId: `sim-${w}`,
+        url: `http://127.0.0.1:${18000 + w}`,
+        metricsUrl: null,
+        kind: "vllm",
+        blockSize: o.index.blockSize,
+        numGpuBlocks: o.capacityBlocks,
+      });
+      this.#keys.push(info.key);
+      this.#indexOf.set(info.key, w);
+    }
+    this.loads = new LoadTracker({
+      staleAfterMs: o.staleAfterMs ?? FIELDS.load.staleAfterMs.default,
+    });
+    this.inFlight = new InFlightTracker({
+      prefillTtlMs: FIELDS.inFlight.prefillTtlMs.default,
+      ttlMs: FIELDS.inFlight.ttlMs.default,
+    });
+    this.router = new Router({
+      index: o.index,
+      registry,
+      loads: this.loads,
+      inFlight: this.inFlight,
+      config: o.config,
+      rng: o.rng,
+    });
+  }
+
+  /** The worker key the router knows worker `w` by. */
+  keyOf(w: number): WorkerKey {
+    return this.#keys[w] ?? workerKey(`sim-${w}`);
+  }
+
+  choose(req: TraceRequest, tokens: readonly number[], nowMs: number): number {
+    const res = this.router.route({ tokenIds: tokens, requestId: String(req.index) }, nowMs);
+    if (!res.ok) throw new Error(`router refused request ${req.index}: ${res.error.message}`);
+    return this.#indexOf.get(res.decision.worker)!;
+  }
+
+  onKvEvent(w: number, event: KvEvent): void {
+    const r = this.index.applyEvent(this.#keys[w]!, event);
+    if (r.status !== "applied") {
+      this.eventProblems.set(r.status, (this.eventProblems.get(r.status) ?? 0) + 1);
+    }
+  }
+
+  onScrape(w: number, load: ScrapedLoad, nowMs: number): void {
+    this.loads.update(
+      this.#keys[w]!,
+      {
+        running: load.running,
+        waiting: load.waiting,
+        kvUsage: Math.min(1, Math.max(0, load.kvUsage)),
+        numGpuBlocks: load.numGpuBlocks,
+        atMs: nowMs,
+      },
+      nowMs,
+      "scrape",
+    );
+  }
+
+  onFirstToken(o: RequestOutcome, nowMs: number): void {
+    this.inFlight.firstToken(String(o.index), nowMs);
+  }
+
+  onDone(o: RequestOutcome, nowMs: number): void {
+    this.inFlight.done(String(o.index), nowMs);
+  }
+}

@@ -1,0 +1,199 @@
+/**
+ * `kvrouter replay` flags, parsed and checked once; a bad flag is an error naming it.
+ */
+
+import { parseArgs } from "node:util";
+import { resolveSchedulerConfig, SchedulerConfigError } from "../scheduler/config.js";
+import type { CostWeights, SchedulerConfig } from "../scheduler/types.js";
+import { isPolicyName, POLICY_NAMES, type PolicyName } from "./policies.js";
+import { DEFAULT_TIMING, invalidTimingField, type TimingModel } from "./timing-model.js";
+
+export const USAGE = `usage: kvrouter replay --trace FILE [options]
+
+Replays a request trace (Mooncake JSONL) through the router in virtual time against a
+simulated fleet of vLLM-like workers, and compares routing policies.
+
+  --trace FILE              trace file (required)
+  --limit N                 only the first N requests of the file
+  --workers N               workers in the fleet (default 8)
+  --capacity-blocks C       KV blocks per worker (default: unlimited)
+  --capacity-tokens T       KV capacity per worker in tokens (rounded down to blocks)
+  --policy P                ${POLICY_NAMES.join(" | ")} | all (default all); repeatable
+  --reference               also run one worker holding the whole fleet's capacity and
+                            throughput (the hit rate routing should approach)
+  --block-size B            tokens per KV block, engine and router (default 16)
+  --seed S                  seed of random routing, sampling and engine hashes (default 1)
+  --prefill-tps X           uncached prompt tokens per second per worker (default ${DEFAULT_TIMING.prefillTokensPerSec})
+  --prefill-overhead-ms X   fixed time per prefill (default ${DEFAULT_TIMING.prefillOverheadMs})
+  --decode-ms-per-token X   time per output token (default ${DEFAULT_TIMING.decodeMsPerToken})
+  --max-num-seqs N          running requests per worker (default ${DEFAULT_TIMING.maxNumSeqs})
+  --event-delay-ms X        KV event propagation delay, engine to router (default 5)
+  --scrape-interval-ms X    /metrics scrape period seen by the router, 0 = none (default 1000)
+  --weight KEY=VALUE        scheduler weight override (prefill, decode, queue, host, disk,
+                            store); repeatable
+  --temperature T           scheduler temperature (default: the service default)
+  --json                    print one JSON object as the last line
+  --svg FILE                write the TTFT CDF and hit-rate plot
+  --help                    this text
+`;
+
+export interface ReplayOptions {
+  readonly trace: string;
+  readonly limit: number | null;
+  readonly workers: number;
+  /** KV blocks per worker; null = unlimited. */
+  readonly capacityBlocks: number | null;
+  readonly policies: readonly PolicyName[];
+  readonly reference: boolean;
+  readonly blockSize: number;
+  readonly seed: number;
+  readonly timing: TimingModel;
+  readonly eventDelayMs: number;
+  readonly scrapeIntervalMs: number;
+  readonly scheduler: SchedulerConfig;
+  readonly json: boolean;
+  readonly svg: string | null;
+}
+
+/** A bad command line; the message names the flag. */
+export class ReplayUsageError extends Error {
+  override name = "ReplayUsageError";
+}
+
+function num(
+  flag: string,
+  v: string | undefined,
+  ok: (x: number) => boolean,
+  what: string,
+): number | undefined {
+  if (v === undefined) return undefined;
+  const x = Number(v);
+  if (v.trim() === "" || !Number.isFinite(x) || !ok(x)) {
+    throw new ReplayUsageError(`--${flag} must be ${what}, got '${v}'`);
+  }
+  return x;
+}
+const posInt = (x: number) => Number.isSafeInteger(x) && x > 0;
+const nonNeg = (x: number) => x >= 0;
+
+/** Parse argv; returns null when `--help` was asked. Throws `ReplayUsageError`. */
+export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (err) {
+    throw new ReplayUsageError((err as Error).message);
+  }
+  const v = parsed.values;
+  if (v.help) return null;
+  if (parsed.positionals.length > 0) {
+    throw new ReplayUsageError(`unexpected argument '${parsed.positionals[0]}'`);
+  }
+  if (v.trace === undefined) throw new ReplayUsageError("--trace FILE is required");
+  const blockSize = num("block-size", v["block-size"], posInt, "a positive integer") ?? 16;
+  const blocks = num("capacity-blocks", v["capacity-blocks"], posInt, "a positive integer");
+  const tokens = num("capacity-tokens", v["capacity-tokens"], posInt, "a positive integer");
+  if (blocks !== undefined && tokens !== undefined) {
+    throw new ReplayUsageError("give --capacity-blocks or --capacity-tokens, not both");
+  }
+  let capacityBlocks: number | null =
+    blocks ?? (tokens === undefined ? null : Math.floor(tokens / blockSize));
+  if (capacityBlocks === 0) throw new ReplayUsageError("--capacity-tokens is less than one block");
+  if (capacityBlocks !== null && capacityBlocks < 1) capacityBlocks = null;
+
+  const policies: PolicyName[] = [];
+  for (const p of v.policy ?? ["all"]) {
+    if (p === "all") policies.push(...POLICY_NAMES);
+    else if (isPolicyName(p)) policies.push(p);
+    else
+      throw new ReplayUsageError(
+        `--policy must be one of ${POLICY_NAMES.join(", ")}, all; got '${p}'`,
+      );
+  }
+
+  const timing: TimingModel = {
+    prefillTokensPerSec:
+      num("prefill-tps", v["prefill-tps"], (x) => x > 0, "a number > 0") ??
+      DEFAULT_TIMING.prefillTokensPerSec,
+    prefillOverheadMs:
+      num("prefill-overhead-ms", v["prefill-overhead-ms"], nonNeg, "a number ≥ 0") ??
+      DEFAULT_TIMING.prefillOverheadMs,
+    decodeMsPerToken:
+      num("decode-ms-per-token", v["decode-ms-per-token"], nonNeg, "a number ≥ 0") ??
+      DEFAULT_TIMING.decodeMsPerToken,
+    maxNumSeqs:
+      num("max-num-seqs", v["max-num-seqs"], posInt, "a positive integer") ??
+      DEFAULT_TIMING.maxNumSeqs,
+  };
+  const bad = invalidTimingField(timing);
+  if (bad !== null) throw new ReplayUsageError(`timing model: ${bad} is invalid`);
+
+  const weights: Record<string, number> = {};
+  for (const kv of v.weight ?? []) {
+    const m = /^([a-z]+)=(.+)$/.exec(kv);
+    if (m === null) throw new ReplayUsageError(`--weight must look like KEY=VALUE, got '${kv}'`);
+    weights[m[1]!] = Number(m[2]);
+  }
+  let scheduler: SchedulerConfig;
+  try {
+    const temperature = num("temperature", v.temperature, nonNeg, "a number ≥ 0");
+    scheduler = resolveSchedulerConfig({
+      weights: weights as Partial<CostWeights>,
+      ...(temperature === undefined ? {} : { temperature }),
+    });
+    for (const k of Object.keys(weights)) {
+      if (!(k in scheduler.weights)) throw new ReplayUsageError(`--weight: unknown weight '${k}'`);
+    }
+  } catch (err) {
+    if (err instanceof SchedulerConfigError) throw new ReplayUsageError(`--weight: ${err.message}`);
+    throw err;
+  }
+
+  return {
+    trace: v.trace,
+    limit: num("limit", v.limit, posInt, "a positive integer") ?? null,
+    workers: num("workers", v.workers, posInt, "a positive integer") ?? 8,
+    capacityBlocks,
+    policies: [...new Set(policies)],
+    reference: v.reference ?? false,
+    blockSize,
+    seed: num("seed", v.seed, Number.isSafeInteger, "an integer") ?? 1,
+    timing,
+    eventDelayMs: num("event-delay-ms", v["event-delay-ms"], nonNeg, "a number ≥ 0") ?? 5,
+    scrapeIntervalMs:
+      num("scrape-interval-ms", v["scrape-interval-ms"], nonNeg, "a number ≥ 0") ?? 1000,
+    scheduler,
+    json: v.json ?? false,
+    svg: v.svg ?? null,
+  };
+}
+
+function parse(argv: readonly string[]) {
+  return parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    strict: true,
+    options: {
+      trace: { type: "string" },
+      limit: { type: "string" },
+      workers: { type: "string" },
+      "capacity-blocks": { type: "string" },
+      "capacity-tokens": { type: "string" },
+      policy: { type: "string", multiple: true },
+      reference: { type: "boolean" },
+      "block-size": { type: "string" },
+      seed: { type: "string" },
+      "prefill-tps": { type: "string" },
+      "prefill-overhead-ms": { type: "string" },
+      "decode-ms-per-token": { type: "string" },
+      "max-num-seqs": { type: "string" },
+      "event-delay-ms": { type: "string" },
+      "scrape-interval-ms": { type: "string" },
+      weight: { type: "string", multiple: true },
+      temperature: { type: "string" },
+      json: { type: "boolean" },
+      svg: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}
