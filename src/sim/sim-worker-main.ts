@@ -1,5 +1,51 @@
-/** Placeholder until this sub-command lands; it says so instead of pretending to work. */
-export async function main(_argv: string[]): Promise<number> {
-  process.stderr.write("kvrouter: this command is not implemented yet\n");
-  return 1;
+/**
+ * `kvrouter sim-worker`: run one simulated vLLM engine until SIGTERM/SIGINT, then close
+ * its sockets and exit 0. Options: see `SIM_USAGE` (`--help`).
+ */
+
+import { parseSimArgs, SIM_USAGE, SimConfigError } from "./sim-config.js";
+import { startSimWorker } from "./sim-worker.js";
+
+export async function main(argv: string[]): Promise<number> {
+  let config: ReturnType<typeof parseSimArgs>;
+  try {
+    config = parseSimArgs(argv);
+  } catch (err) {
+    if (!(err instanceof SimConfigError)) throw err;
+    process.stderr.write(`kvrouter sim-worker: ${err.message}\n\n${SIM_USAGE}`);
+    return 2;
+  }
+  if (config === "help") {
+    process.stdout.write(SIM_USAGE);
+    return 0;
+  }
+  // Handlers go in before anything is announced, and stay until the sockets are closed:
+  // a signal at any point after this (even during start-up) means a clean shutdown.
+  let stop: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => {
+    stop = resolve;
+  });
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+  try {
+    const worker = await startSimWorker(config);
+    process.stdout.write(
+      `${JSON.stringify({
+        msg: "sim-worker listening",
+        model: config.model,
+        url: worker.url,
+        events: worker.eventsEndpoint,
+        replay: worker.replayEndpoint,
+        dpRank: config.dataParallelRank,
+        numGpuBlocks: config.numGpuBlocks,
+        blockSize: config.blockSize,
+      })}\n`,
+    );
+    await stopped;
+    await worker.close();
+  } finally {
+    process.off("SIGTERM", stop);
+    process.off("SIGINT", stop);
+  }
+  return 0;
 }

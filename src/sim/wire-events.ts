@@ -1,0 +1,36 @@
+/**
+ * The simulated engine's cache events in the form vLLM puts on the wire: `BlockStored`
+ * with `medium: "GPU"` and the LoRA name, one-hash `BlockRemoved`, `AllBlocksCleared`.
+ */
+
+import type { WireBatch, WireEvent } from "../protocol/event-encoder.js";
+import type { CacheEvent } from "./kv-cache.js";
+
+export function toWireEvent(e: CacheEvent): WireEvent {
+  switch (e.type) {
+    case "stored":
+      return {
+        type: "BlockStored",
+        blockHashes: e.blockHashes,
+        parentHash: e.parentHash,
+        tokenIds: e.tokenIds,
+        blockSize: e.blockSize,
+        loraId: null,
+        medium: "GPU",
+        loraName: e.loraName,
+      };
+    case "removed":
+      return { type: "BlockRemoved", blockHashes: e.blockHashes, medium: "GPU" };
+    case "cleared":
+      return { type: "AllBlocksCleared" };
+  }
+}
+
+/** One engine step's events as a batch stamped `tsSeconds`, from data-parallel rank `dpRank`. */
+export function toWireBatch(
+  events: readonly CacheEvent[],
+  tsSeconds: number,
+  dpRank: number,
+): WireBatch {
+  return { ts: tsSeconds, events: events.map(toWireEvent), dpRank };
+}
