@@ -1,0 +1,159 @@
+/**
+ * Property test: random interleavings of stored / removed / cleared events (and worker
+ * removals) from several workers must leave `RadixTreeIndex` agreeing with the
+ * brute-force `ReferenceIndex` on `findMatches` for every indexed prefix, and on `stats`.
+ * A tiny vocabulary and block size make prefixes collide; a small pool of engine hashes
+ * makes parents known or unknown, re-stores, aliases and unknown removals frequent.
+ */
+
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { computeBlockKeys } from "../src/index/block-key.js";
+import { RadixTreeIndex } from "../src/index/radix-tree.js";
+import {
+  type EngineBlockHash,
+  engineHashFromBytes,
+  engineHashFromString,
+  engineHashFromU32Pair,
+} from "../src/protocol/engine-hash.js";
+import { type KvEvent, tierOfMedium } from "../src/protocol/events.js";
+import { type WorkerKey, workerKey } from "../src/protocol/worker.js";
+import { ReferenceIndex } from "./index-reference-model.js";
+
+const BS = 2;
+const WORKERS: WorkerKey[] = [workerKey("w-b"), workerKey("w-a"), workerKey("store:mc")];
+const HASHES: EngineBlockHash[] = [
+  engineHashFromU32Pair(0, 1),
+  engineHashFromU32Pair(0, 2),
+  engineHashFromU32Pair(0, 3),
+  engineHashFromU32Pair(0xffffffff, 0xfffffffe),
+  engineHashFromU32Pair(0x80000000, 0),
+  engineHashFromU32Pair(0xdab89baa, 0x7b5857c0),
+  engineHashFromU32Pair(1, 0),
+  engineHashFromBytes(new Uint8Array([0xab, 0xcd])),
+  engineHashFromString("mc-1"),
+];
+const MEDIUMS = [null, "GPU", "CPU", "DISK"] as const;
+const LORAS = [null, "", "sql"] as const;
+
+type Command = { kind: "event"; w: number; event: KvEvent } | { kind: "removeWorker"; w: number };
+
+const worker = fc.nat(WORKERS.length - 1);
+const hash = fc.constantFrom(...HASHES);
+const medium = fc.constantFrom(...MEDIUMS);
+
+const storedCmd = fc
+  .record({
+    w: worker,
+    n: fc.integer({ min: 1, max: 3 }),
+    parent: fc.option(hash, { freq: 2 }),
+    lora: fc.constantFrom(...LORAS),
+    medium,
+    hashes: fc.array(hash, { minLength: 3, maxLength: 3 }),
+    tokens: fc.array(fc.nat(1), { minLength: 3 * BS, maxLength: 3 * BS }),
+    damage: fc.constantFrom("none", "none", "none", "none", "blockSize", "tokenCount"),
+  })
+  .map(({ w, n, parent, lora, medium, hashes, tokens, damage }): Command => {
+    const tokenIds = tokens.slice(0, damage === "tokenCount" ? n * BS - 1 : n * BS);
+    return {
+      kind: "event",
+      w,
+      event: {
+        type: "stored",
+        blockHashes: hashes.slice(0, n),
+        parentHash: parent,
+        tokenIds,
+        blockSize: damage === "blockSize" ? BS + 1 : BS,
+        loraId: null,
+        loraName: lora,
+        medium,
+        tier: tierOfMedium(medium),
+      },
+    };
+  });
+
+const offloadCmd = fc
+  .record({ w: worker, hashes: fc.array(hash, { minLength: 1, maxLength: 3 }), medium })
+  .map(
+    ({ w, hashes, medium }): Command => ({
+      kind: "event",
+      w,
+      event: {
+        type: "stored",
+        blockHashes: hashes,
+        parentHash: null,
+        tokenIds: [],
+        blockSize: 0,
+        loraId: null,
+        loraName: null,
+        medium,
+        tier: tierOfMedium(medium),
+      },
+    }),
+  );
+
+const removedCmd = fc
+  .record({ w: worker, hashes: fc.array(hash, { minLength: 1, maxLength: 3 }), medium })
+  .map(
+    ({ w, hashes, medium }): Command => ({
+      kind: "event",
+      w,
+      event: { type: "removed", blockHashes: hashes, medium, tier: tierOfMedium(medium) },
+    }),
+  );
+
+const command: fc.Arbitrary<Command> = fc.oneof(
+  { arbitrary: storedCmd, weight: 6 },
+  { arbitrary: offloadCmd, weight: 1 },
+  { arbitrary: removedCmd, weight: 3 },
+  {
+    arbitrary: worker.map((w): Command => ({ kind: "event", w, event: { type: "cleared" } })),
+    weight: 1,
+  },
+  { arbitrary: worker.map((w): Command => ({ kind: "removeWorker", w })), weight: 1 },
+);
+
+/** Every 3-block prompt over the vocabulary, plus one block too many for any chain. */
+const ALL_PROMPTS: number[][] = Array.from({ length: 1 << (3 * BS) }, (_, bits) =>
+  Array.from({ length: 3 * BS + 1 }, (_, i) => (bits >> i) & 1),
+);
+
+function check(
+  index: RadixTreeIndex,
+  model: ReferenceIndex,
+  prompts: { tokens: number[]; lora: string | null }[],
+): void {
+  for (const { tokens, lora } of prompts) {
+    const got = index.findMatches(computeBlockKeys(tokens, BS, lora));
+    expect(got.blocks).toBe(Math.floor(tokens.length / BS));
+    expect(got.workers).toEqual(model.match(tokens, lora));
+  }
+  expect(index.stats()).toEqual(model.stats());
+}
+
+describe("RadixTreeIndex against a brute-force model", () => {
+  it("agrees on matches and stats after every step of random event streams", () => {
+    fc.assert(
+      fc.property(fc.array(command, { minLength: 1, maxLength: 40 }), (commands) => {
+        const index = new RadixTreeIndex({ blockSize: BS, initialCapacity: 16 });
+        const model = new ReferenceIndex(BS);
+        for (const c of commands) {
+          const key = WORKERS[c.w]!;
+          if (c.kind === "removeWorker") {
+            index.removeWorker(key);
+            model.removeWorker(key);
+          } else {
+            expect(index.applyEvent(key, c.event)).toEqual(model.apply(key, c.event));
+          }
+          check(index, model, model.prompts());
+        }
+        check(
+          index,
+          model,
+          LORAS.flatMap((lora) => ALL_PROMPTS.map((tokens) => ({ tokens, lora }))),
+        );
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
