@@ -11,7 +11,23 @@
 /** A block hash as 16 lowercase hex digits. Engine-side only; never a router key. */
 export type SimBlockHash = string;
 
-const HEX8 = (n: number): string => (n >>> 0).toString(16).padStart(8, "0");
+const HEX2: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+
+/** 8 hex digits of a 32-bit value (table lookups: this is on the replay hot path). */
+function hex8(n: number): string {
+  return HEX2[n >>> 24]! + HEX2[(n >>> 16) & 0xff]! + HEX2[(n >>> 8) & 0xff]! + HEX2[n & 0xff]!;
+}
+
+function hexNibble(c: number): number {
+  return c <= 57 ? c - 48 : c - 87;
+}
+
+/** The 32-bit value of 8 hex digits of `s` from `at`. */
+function parseHex8(s: string, at: number): number {
+  let v = 0;
+  for (let i = at; i < at + 8; i++) v = (v << 4) | hexNibble(s.charCodeAt(i));
+  return v >>> 0;
+}
 
 function fmix32(h: number): number {
   h ^= h >>> 16;
@@ -71,8 +87,8 @@ export class BlockHasher {
       pHi = this.#rootHi;
       pLo = this.#rootLo;
     } else {
-      pHi = Number.parseInt(parent.slice(0, 8), 16);
-      pLo = Number.parseInt(parent.slice(8, 16), 16);
+      pHi = parseHex8(parent, 0);
+      pLo = parseHex8(parent, 8);
     }
     let a = round(round(this.#seedA, pHi), pLo);
     let b = round(round(this.#seedB, pLo), pHi ^ 0x5bd1e995);
@@ -92,7 +108,7 @@ export class BlockHasher {
     // Cross the lanes so neither half is a function of one lane only.
     const hi = fmix32(a ^ Math.imul(b, 0x165667b1));
     const lo = fmix32(b ^ Math.imul(a, 0x9e3779b1) ^ hi);
-    return HEX8(hi) + HEX8(lo);
+    return hex8(hi) + hex8(lo);
   }
 
   #loraHash(name: string): [number, number] {
