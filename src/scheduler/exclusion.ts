@@ -46,7 +46,12 @@ export function computeExclusions(
     }
   }
 
-  const stats = meanStd(candidates.map((c) => (c.stale ? null : c.load.kvLoad)));
+  const freshLoads: (number | null)[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const c = candidates[i]!;
+    freshLoads[i] = c.stale ? null : c.load.kvLoad;
+  }
+  const stats = meanStd(freshLoads);
   const threshold =
     stats.mean === null || stats.std === null || !Number.isFinite(config.outlierStdK)
       ? Infinity

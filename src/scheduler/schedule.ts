@@ -51,16 +51,27 @@ export function schedule(
     return t;
   });
   const sel = selectCandidate(costs, eligible, config.temperature, rng);
-  const breakdown: CandidateBreakdown[] = candidates.map((c, i) => ({
-    worker: c.worker,
-    overlap: c.overlap,
-    ...terms[i]!,
-    kvLoad: c.load.kvLoad,
-    stale: c.stale,
-    load: c.load,
-    excluded: ex.excluded[i]!,
-    probability: sel.probabilities[i]!,
-  }));
+  // Explicit literals (no spread): this runs once per candidate per routed request.
+  const breakdown: CandidateBreakdown[] = new Array(candidates.length);
+  for (let i = 0; i < candidates.length; i++) {
+    const c = candidates[i]!;
+    const t = terms[i]!;
+    breakdown[i] = {
+      worker: c.worker,
+      overlap: c.overlap,
+      newPrefillBlocks: t.newPrefillBlocks,
+      prefillCost: t.prefillCost,
+      decodeCost: t.decodeCost,
+      queueCost: t.queueCost,
+      stalePenalty: t.stalePenalty,
+      totalCost: t.totalCost,
+      kvLoad: c.load.kvLoad,
+      stale: c.stale,
+      load: c.load,
+      excluded: ex.excluded[i]!,
+      probability: sel.probabilities[i]!,
+    };
+  }
   let eligibleCount = 0;
   for (const e of eligible) if (e) eligibleCount++;
   const reason: SelectReason =
