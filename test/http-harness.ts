@@ -37,7 +37,10 @@ export async function startTestService(
     logger,
     scrape: false,
     ...(options.nowMs === undefined ? {} : { nowMs: options.nowMs }),
-    rng: () => (n = (n * 16807 + 1) % 2147483647) / 2147483647,
+    rng: () => {
+      n = (n * 16807 + 1) % 2147483647;
+      return n / 2147483647;
+    },
   });
   return Object.assign(service, { logs });
 }

@@ -11,7 +11,7 @@ import type { PrefixIndex } from "../index/types.js";
 import type { InFlightTracker } from "../load/in-flight.js";
 import type { LoadTracker } from "../load/load-tracker.js";
 import { type WorkerRegistry, WorkerSpecError } from "../load/worker-registry.js";
-import { type WorkerKey, workerKey } from "../protocol/worker.js";
+import { workerKey } from "../protocol/worker.js";
 import type { MetricsScraper } from "../sources/metrics-scraper.js";
 import type { SubscriberPool } from "../sources/subscriber-pool.js";
 
