@@ -9,12 +9,14 @@
  * `is*`/`try*` probes so the caller can name the field.
  */
 
-import {
-  type EngineBlockHash,
-  engineHashFromBytes,
-  engineHashFromString,
-  engineHashFromU32Pair,
-} from "./engine-hash.js";
+import { type EngineBlockHash, engineHashFromBytes, engineHashFromString } from "./engine-hash.js";
+import { hashFromU32Pair } from "./hash-hex.js";
+import type { StrTable } from "./str-table.js";
+
+/** `tryStrId`: the next value is a string, but not one of the table's. */
+export const STR_UNKNOWN = -2;
+/** `tryStrId`: the next value is not a string (nothing consumed). */
+export const NOT_STR = -1;
 
 /** The bytes are not well-formed msgpack (truncated, reserved byte, too deep). */
 export class MsgpackFormatError extends Error {}
@@ -112,6 +114,38 @@ export class MsgpackReader {
   isInt(): boolean {
     const b = this.peek();
     return b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xcf) || (b >= 0xd0 && b <= 0xd3);
+  }
+
+  /**
+   * If the next value is a string: consume it and return its id in `table`, or
+   * `STR_UNKNOWN`. Otherwise `NOT_STR`, nothing consumed. Builds no JS string.
+   */
+  tryStrId(table: StrTable): number {
+    const at = this.pos;
+    const b = this.peek();
+    let len: number;
+    if (b >= 0xa0 && b <= 0xbf) {
+      len = b & 0x1f;
+      this.pos = at + 1;
+    } else if (b === 0xd9) {
+      this.#need(2);
+      len = this.bytes[at + 1]!;
+      this.pos = at + 2;
+    } else if (this.isStr()) {
+      // Long strings are never table entries, but must still be valid UTF-8.
+      this.tryStr();
+      return STR_UNKNOWN;
+    } else return NOT_STR;
+    const start = this.pos;
+    if (start + len > this.bytes.length) throw new MsgpackFormatError(`string of ${len} truncated`);
+    const id = table.match(this.bytes, start, len);
+    if (id >= 0) {
+      this.pos = start + len;
+      return id;
+    }
+    this.pos = at;
+    this.tryStr();
+    return STR_UNKNOWN;
   }
 
   /** A string (consumed), or null if the next value is not a string (nothing consumed). */
@@ -238,19 +272,19 @@ export class MsgpackReader {
     const b = this.peek();
     if (b <= 0x7f) {
       this.pos = p + 1;
-      return engineHashFromU32Pair(0, b);
+      return hashFromU32Pair(0, b);
     }
     const v = this.view;
     switch (b) {
       case 0xcf:
         this.#need(9);
         this.pos = p + 9;
-        return engineHashFromU32Pair(v.getUint32(p + 1), v.getUint32(p + 5));
+        return hashFromU32Pair(v.getUint32(p + 1), v.getUint32(p + 5));
       case 0xd3:
         // Signed: the same 64 bits are the same hash (two's complement).
         this.#need(9);
         this.pos = p + 9;
-        return engineHashFromU32Pair(v.getUint32(p + 1), v.getUint32(p + 5));
+        return hashFromU32Pair(v.getUint32(p + 1), v.getUint32(p + 5));
       case 0xcc:
       case 0xcd:
       case 0xce:
@@ -258,7 +292,7 @@ export class MsgpackReader {
       case 0xd1:
       case 0xd2: {
         const n = this.tryInt()!;
-        return engineHashFromU32Pair(n < 0 ? 0xffff_ffff : 0, n >>> 0);
+        return hashFromU32Pair(n < 0 ? 0xffff_ffff : 0, n >>> 0);
       }
       case 0xc4:
       case 0xc5:
@@ -275,7 +309,7 @@ export class MsgpackReader {
       default:
         if (b >= 0xe0) {
           this.pos = p + 1;
-          return engineHashFromU32Pair(0xffff_ffff, (b - 0x100) >>> 0);
+          return hashFromU32Pair(0xffff_ffff, (b - 0x100) >>> 0);
         }
         if (this.isStr()) {
           const s = this.tryStr()!;

@@ -383,6 +383,25 @@ describe("decodeEventBatch: skipped on purpose, and counted", () => {
       expect(r.batch.events.map((e) => e.type)).toEqual(["stored", "removed", "cleared"]);
       expect(r.skipped).toEqual({ unknownTag: 1, nonMainGroup: 0, unknownKeys: 4 });
     }
+    const odd = ok(
+      decodeEventBatch(
+        encode([
+          1,
+          [
+            {
+              type: "BlockRemoved",
+              block_hashes: [1],
+              ["k".repeat(300)]: 1,
+              médium: "x",
+              medium: "GPU",
+            },
+            { type: "X".repeat(40) },
+          ],
+        ]),
+      ),
+    );
+    expect(odd.batch.events).toHaveLength(1);
+    expect(odd.skipped).toEqual({ unknownTag: 1, nonMainGroup: 0, unknownKeys: 2 });
     const env = ok(decodeEventBatch(encode({ ts: 1, events: [], schema: 2 })));
     expect(env.skipped.unknownKeys).toBe(1);
     expect(ok(decodeEventBatch(encode([1, [], 0, "later"]))).skipped.unknownKeys).toBe(1);

@@ -16,13 +16,15 @@ import {
   type SkipCounts,
 } from "./decode-error.js";
 import { type EventBatch, type KvEvent, tierOfMedium } from "./events.js";
-import { MsgpackFormatError, MsgpackReader } from "./msgpack-reader.js";
+import { MsgpackFormatError, MsgpackReader, NOT_STR } from "./msgpack-reader.js";
+import { StrTable } from "./str-table.js";
 import {
   emptySlots,
   F_BLOCK_HASHES,
-  FIELD_BY_NAME,
   type FieldSlots,
   isMainSpecKind,
+  KEY_TABLE,
+  KEY_TYPE,
   REMOVED_FIELDS,
   REMOVED_ORDER,
   REMOVED_REQUIRED,
@@ -171,9 +173,11 @@ function readEvents(ctx: Ctx): KvEvent[] {
   return out;
 }
 
-const STORED = "BlockStored";
-const REMOVED = "BlockRemoved";
-const CLEARED = "AllBlocksCleared";
+/** Event tags, by id in TAG_TABLE. */
+const STORED = 0;
+const REMOVED = 1;
+const CLEARED = 2;
+const TAG_TABLE = new StrTable(["BlockStored", "BlockRemoved", "AllBlocksCleared"]);
 
 /** One event, or null when it is skipped on purpose (and counted). */
 function readEvent(ctx: Ctx): KvEvent | null {
@@ -192,8 +196,10 @@ function eventFailure(ctx: Ctx, what: string, field: string | null = null): Deco
 function readArrayEvent(ctx: Ctx, n: number): KvEvent | null {
   const r = ctx.r;
   if (n === 0) throw eventFailure(ctx, "empty event array");
-  const tag = r.tryStr();
-  if (tag === null) throw eventFailure(ctx, `event tag is ${r.describeNext()}, expected a string`);
+  const tag = r.tryStrId(TAG_TABLE);
+  if (tag === NOT_STR) {
+    throw eventFailure(ctx, `event tag is ${r.describeNext()}, expected a string`);
+  }
   const fields = n - 1;
   const s = ctx.slots;
   resetSlots(s);
@@ -241,22 +247,21 @@ function guessStoredOrder(r: MsgpackReader): readonly number[] {
 function readMapEvent(ctx: Ctx, m: number): KvEvent | null {
   const r = ctx.r;
   const start = r.pos;
-  let tag: string | null = null;
+  let tag = NOT_STR;
   let remaining = m;
   // msgspec writes the tag first; any other writer may put it anywhere.
-  if (m > 0 && r.tryStr() === "type") {
+  if (m > 0 && r.tryStrId(KEY_TABLE) === KEY_TYPE) {
     tag = readTag(ctx);
     remaining = m - 1;
   } else {
     r.pos = start;
     for (let i = 0; i < m; i++) {
-      const key = readKey(ctx);
-      if (key === "type") tag = readTag(ctx);
+      if (readKey(ctx) === KEY_TYPE) tag = readTag(ctx);
       else r.skip();
     }
     r.pos = start;
   }
-  if (tag === null) throw eventFailure(ctx, 'map event has no "type"');
+  if (tag === NOT_STR) throw eventFailure(ctx, 'map event has no "type"');
   let allowed: number;
   switch (tag) {
     case STORED:
@@ -276,33 +281,37 @@ function readMapEvent(ctx: Ctx, m: number): KvEvent | null {
   const s = ctx.slots;
   resetSlots(s);
   for (let i = 0; i < remaining; i++) {
-    const key = readKey(ctx);
-    const id = FIELD_BY_NAME.get(key);
-    if (id !== undefined && (allowed & (1 << id)) !== 0) readField(r, id, s, ctx.ev);
+    const id = readKey(ctx);
+    if (id >= 0 && id !== KEY_TYPE && (allowed & (1 << id)) !== 0) readField(r, id, s, ctx.ev);
     else {
       r.skip();
-      if (key !== "type") ctx.skipped.unknownKeys++;
+      if (id !== KEY_TYPE) ctx.skipped.unknownKeys++;
     }
   }
   const required = tag === STORED ? STORED_REQUIRED : tag === REMOVED ? REMOVED_REQUIRED : 0;
-  if ((s.seen & required) !== required) throw eventFailure(ctx, `${tag} misses a required field`);
+  if ((s.seen & required) !== required) {
+    const name = TAG_TABLE.names[tag];
+    throw eventFailure(ctx, `${name} misses a required field`);
+  }
   return buildEvent(ctx, tag);
 }
 
-function readKey(ctx: Ctx): string {
-  const key = ctx.r.tryStr();
-  if (key === null) throw eventFailure(ctx, `event map key is ${ctx.r.describeNext()}`);
-  return key;
+/** A map key's id in KEY_TABLE, or STR_UNKNOWN. */
+function readKey(ctx: Ctx): number {
+  const id = ctx.r.tryStrId(KEY_TABLE);
+  if (id === NOT_STR) throw eventFailure(ctx, `event map key is ${ctx.r.describeNext()}`);
+  return id;
 }
 
-function readTag(ctx: Ctx): string {
-  const tag = ctx.r.tryStr();
-  if (tag === null) throw eventFailure(ctx, `type is ${ctx.r.describeNext()}`, "type");
+/** The tag's id in TAG_TABLE, or STR_UNKNOWN. */
+function readTag(ctx: Ctx): number {
+  const tag = ctx.r.tryStrId(TAG_TABLE);
+  if (tag === NOT_STR) throw eventFailure(ctx, `type is ${ctx.r.describeNext()}`, "type");
   return tag;
 }
 
 /** Turn the read fields into a KvEvent, or null (counted) for a non-main KV cache group. */
-function buildEvent(ctx: Ctx, tag: string): KvEvent | null {
+function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
   const s = ctx.slots;
   if (tag === CLEARED) return { type: "cleared" };
   if ((s.groupIdx !== null && s.groupIdx > 0) || !isMainSpecKind(s.specKind)) {

@@ -10,7 +10,8 @@
 
 import { DecodeFailure, decodeError } from "./decode-error.js";
 import type { EngineBlockHash } from "./engine-hash.js";
-import type { MsgpackReader } from "./msgpack-reader.js";
+import { type MsgpackReader, STR_UNKNOWN } from "./msgpack-reader.js";
+import { StrTable } from "./str-table.js";
 
 export const F_BLOCK_HASHES = 0;
 export const F_PARENT = 1;
@@ -47,9 +48,12 @@ export const FIELD_NAMES: readonly string[] = [
   "cache_salt",
 ];
 
-export const FIELD_BY_NAME: ReadonlyMap<string, number> = new Map(
-  FIELD_NAMES.map((name, id) => [name, id]),
-);
+/** Map-event keys: the field names (id = field id), then the tag key. */
+export const KEY_TABLE = new StrTable([...FIELD_NAMES, "type"]);
+export const KEY_TYPE = FIELD_NAMES.length;
+
+/** Common `medium` values, returned as shared strings instead of decoded each time. */
+const MEDIUM_TABLE = new StrTable(["GPU", "CPU", "CPU_PINNED", "DISK", "FS", "OBJ", "STORAGE"]);
 
 /** vLLM `BlockStored`, array form. */
 export const VLLM_STORED_ORDER: readonly number[] = [
@@ -207,7 +211,7 @@ export function readField(r: MsgpackReader, id: number, s: FieldSlots, ev: numbe
       s.loraId = readInt(r, ev, id, true);
       return;
     case F_MEDIUM:
-      s.medium = readOptStr(r, ev, id);
+      s.medium = readOptStr(r, ev, id, MEDIUM_TABLE);
       return;
     case F_LORA_NAME:
       s.loraName = readOptStr(r, ev, id);
@@ -242,8 +246,14 @@ function readInt(r: MsgpackReader, ev: number, id: number, nullable: boolean): n
   return n;
 }
 
-function readOptStr(r: MsgpackReader, ev: number, id: number): string | null {
+function readOptStr(r: MsgpackReader, ev: number, id: number, common?: StrTable): string | null {
   if (r.tryNil()) return null;
+  if (common !== undefined) {
+    const at = r.pos;
+    const known = r.tryStrId(common);
+    if (known >= 0) return common.names[known]!;
+    if (known === STR_UNKNOWN) r.pos = at;
+  }
   const v = r.tryStr();
   if (v === null) throw fail(r, "bad_event", "expected a string or nil", ev, id);
   return v;
