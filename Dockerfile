@@ -1,0 +1,43 @@
+# syntax=docker/dockerfile:1
+#
+# kvrouter: one image for the router (`serve`, the default) and the simulated vLLM worker
+# (`sim-worker`). Build: docker build -t kvrouter .
+#
+#   docker run -p 8080:8080 -v $PWD/my-config.yaml:/etc/kvrouter/config.yaml:ro kvrouter
+#   docker run kvrouter sim-worker --host 0.0.0.0 --port 8000 --events-port 5557
+#
+# Configuration: the YAML file named by KVROUTER_CONFIG (/etc/kvrouter/config.yaml; the
+# image ships config/default.yaml there, mount your own over it) and KVROUTER_* variables,
+# which take precedence over the file (see docs/configuration.md).
+
+# ---- build: dev dependencies, TypeScript → dist/ ----
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+# ---- runtime: production dependencies and the compiled code only ----
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+# config/default.yaml is also read relative to dist/ when no file is named.
+COPY config ./config
+COPY config/default.yaml /etc/kvrouter/config.yaml
+# Inside a container the router must listen on all interfaces to be reachable.
+ENV KVROUTER_CONFIG=/etc/kvrouter/config.yaml \
+    KVROUTER_SERVER_HOST=0.0.0.0 \
+    HEALTHCHECK_URL=http://127.0.0.1:8080/healthz
+USER node
+EXPOSE 8080
+# Node itself does the check (slim images have no curl). sim-worker containers set
+# HEALTHCHECK_URL to their /health.
+HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
+  CMD ["node", "-e", "fetch(process.env.HEALTHCHECK_URL,{signal:AbortSignal.timeout(2500)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+ENTRYPOINT ["node", "dist/cli.js"]
+CMD ["serve"]
