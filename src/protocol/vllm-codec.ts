@@ -15,7 +15,7 @@ import {
   emptySkipCounts,
   type SkipCounts,
 } from "./decode-error.js";
-import { type EventBatch, type KvEvent, tierOfMedium } from "./events.js";
+import { type EventBatch, type KvEvent, type Tier, tierOfMedium } from "./events.js";
 import { MsgpackFormatError, MsgpackReader, NOT_STR } from "./msgpack-reader.js";
 import { StrTable } from "./str-table.js";
 import {
@@ -62,6 +62,8 @@ export function decodeEventBatch(payload: Uint8Array, options?: DecodeOptions): 
     skipped: emptySkipCounts(),
     slots: emptySlots(),
     ev: -1,
+    medium: null,
+    tier: "gpu",
   };
   try {
     const batch = readBatch(ctx);
@@ -86,6 +88,9 @@ interface Ctx {
   readonly slots: FieldSlots;
   /** Index of the event being read, -1 outside events (for error locations). */
   ev: number;
+  /** Last medium seen and its tier: a batch almost always repeats one medium. */
+  medium: string | null;
+  tier: Tier;
 }
 
 function failed(error: DecodeError): DecodeResult {
@@ -318,13 +323,17 @@ function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
     ctx.skipped.nonMainGroup++;
     return null;
   }
+  if (s.medium !== ctx.medium) {
+    ctx.medium = s.medium;
+    ctx.tier = tierOfMedium(s.medium);
+  }
   if (tag === REMOVED) {
     if ((s.seen & (1 << F_BLOCK_HASHES)) === 0) throw eventFailure(ctx, "no block_hashes");
     return {
       type: "removed",
       blockHashes: s.hashes,
       medium: s.medium,
-      tier: tierOfMedium(s.medium),
+      tier: ctx.tier,
     };
   }
   return {
@@ -336,6 +345,6 @@ function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
     loraId: s.loraId,
     loraName: s.loraName,
     medium: s.medium,
-    tier: tierOfMedium(s.medium),
+    tier: ctx.tier,
   };
 }
