@@ -188,6 +188,36 @@ describe("sim-worker HTTP API", () => {
     expect((await fetch(`${w.url}/health`)).status).toBe(200);
   });
 
+  it("aborts a streamed request whose client goes away and frees its blocks", async () => {
+    // Its own slow worker (1 s per token), so the request is surely still running.
+    const slow = await startSimWorker(
+      config(["--decode-ms-per-token", "1000", "--events-port", "off", "--replay-port", "off"]),
+    );
+    try {
+      const gauge = async (name: string) => {
+        const text = await (await fetch(`${slow.url}/metrics`)).text();
+        return Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, "m").exec(text)![1]);
+      };
+      const ac = new AbortController();
+      const res = await fetch(`${slow.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "a long story please", max_tokens: 40, stream: true }),
+        signal: ac.signal,
+      });
+      const reader = res.body!.getReader();
+      await reader.read(); // the first chunk: the request is running
+      expect(await gauge("vllm:num_requests_running")).toBe(1);
+      expect(await gauge("vllm:kv_cache_usage_perc")).toBeGreaterThan(0);
+      ac.abort();
+      await waitFor("the aborted request to stop", () => slow.engine.counters().running === 0);
+      expect(await gauge("vllm:kv_cache_usage_perc")).toBe(0);
+      expect(slow.engine.counters().generationTokens).toBe(1);
+    } finally {
+      await slow.close();
+    }
+  });
+
   it("answers bad requests with 4xx saying what is wrong", async () => {
     const cases: [string, unknown, number, RegExp][] = [
       ["/v1/completions", "{not json", 400, /JSON/],
