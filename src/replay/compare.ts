@@ -62,37 +62,21 @@ export function makePolicy(
   }
 }
 
-/** Run every requested policy; `onRun` sees each result as soon as it is ready. */
-export function comparePolicies(
+/** One run of a comparison: a policy, or the single-big-worker reference. */
+export type CompareJob = PolicyName | "reference";
+
+/** The jobs `o` asks for, in report order. */
+export function compareJobs(o: Pick<CompareOptions, "policies" | "reference">): CompareJob[] {
+  return o.reference ? [...o.policies, "reference"] : [...o.policies];
+}
+
+/** Run one job from a cold start. */
+export function runJob(
   requests: readonly TraceRequest[],
+  job: CompareJob,
   o: CompareOptions,
-  onRun: (run: CompareRun) => void = () => {},
-): CompareRun[] {
-  const runs: CompareRun[] = [];
-  for (const name of o.policies) {
-    let policy: RoutingPolicy | null = null;
-    const r = runReplay(
-      requests,
-      (fleet) => {
-        policy = makePolicy(name, fleet, requests, o);
-        return policy;
-      },
-      o,
-    );
-    const p = policy as RoutingPolicy | null;
-    const problems = p instanceof KvPolicy ? Object.fromEntries(p.eventProblems) : undefined;
-    const run: CompareRun = {
-      label: name,
-      summary: r.summary,
-      evictions: r.evictions,
-      wallMs: r.wallMs,
-      ttftSorted: r.ttftSorted,
-      ...(problems === undefined ? {} : { eventProblems: problems }),
-    };
-    runs.push(run);
-    onRun(run);
-  }
-  if (o.reference) {
+): CompareRun {
+  if (job === "reference") {
     const n = o.workers;
     const r = runReplay(requests, (fleet) => new RoundRobinPolicy(fleet), {
       ...o,
@@ -104,15 +88,44 @@ export function comparePolicies(
         maxNumSeqs: o.timing.maxNumSeqs * n,
       },
     });
-    const run: CompareRun = {
+    return {
       label: "reference",
       summary: r.summary,
       evictions: r.evictions,
       wallMs: r.wallMs,
       ttftSorted: r.ttftSorted,
     };
-    runs.push(run);
-    onRun(run);
   }
-  return runs;
+  let policy: RoutingPolicy | null = null;
+  const r = runReplay(
+    requests,
+    (fleet) => {
+      policy = makePolicy(job, fleet, requests, o);
+      return policy;
+    },
+    o,
+  );
+  const p = policy as RoutingPolicy | null;
+  const problems = p instanceof KvPolicy ? Object.fromEntries(p.eventProblems) : undefined;
+  return {
+    label: job,
+    summary: r.summary,
+    evictions: r.evictions,
+    wallMs: r.wallMs,
+    ttftSorted: r.ttftSorted,
+    ...(problems === undefined ? {} : { eventProblems: problems }),
+  };
+}
+
+/** Run every requested job in this thread, in order; `onRun` sees each result when ready. */
+export function comparePolicies(
+  requests: readonly TraceRequest[],
+  o: CompareOptions,
+  onRun: (run: CompareRun) => void = () => {},
+): CompareRun[] {
+  return compareJobs(o).map((job) => {
+    const run = runJob(requests, job, o);
+    onRun(run);
+    return run;
+  });
 }

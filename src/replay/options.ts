@@ -2,6 +2,7 @@
  * `kvrouter replay` flags, parsed and checked once; a bad flag is an error naming it.
  */
 
+import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { resolveSchedulerConfig, SchedulerConfigError } from "../scheduler/config.js";
 import type { CostWeights, SchedulerConfig } from "../scheduler/types.js";
@@ -32,6 +33,7 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --weight KEY=VALUE        scheduler weight override (prefill, decode, queue, host, disk,
                             store); repeatable
   --temperature T           scheduler temperature (default: the service default)
+  --jobs N                  policies run in parallel on worker threads (default: cores)
   --json                    print one JSON object as the last line
   --svg FILE                write the TTFT CDF and hit-rate plot
   --help                    this text
@@ -51,6 +53,7 @@ export interface ReplayOptions {
   readonly eventDelayMs: number;
   readonly scrapeIntervalMs: number;
   readonly scheduler: SchedulerConfig;
+  readonly jobs: number;
   readonly json: boolean;
   readonly svg: string | null;
 }
@@ -163,6 +166,7 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
     scrapeIntervalMs:
       num("scrape-interval-ms", v["scrape-interval-ms"], nonNeg, "a number ≥ 0") ?? 1000,
     scheduler,
+    jobs: num("jobs", v.jobs, posInt, "a positive integer") ?? availableParallelism(),
     json: v.json ?? false,
     svg: v.svg ?? null,
   };
@@ -191,6 +195,7 @@ function parse(argv: readonly string[]) {
       "scrape-interval-ms": { type: "string" },
       weight: { type: "string", multiple: true },
       temperature: { type: "string" },
+      jobs: { type: "string" },
       json: { type: "boolean" },
       svg: { type: "string" },
       help: { type: "boolean", short: "h" },

@@ -5,9 +5,10 @@
 
 import { writeFileSync } from "node:fs";
 import { infiniteCacheCeiling } from "./ceiling.js";
-import { comparePolicies } from "./compare.js";
+import { type CompareRun, comparePolicies } from "./compare.js";
 import { parseReplayArgs, ReplayUsageError, USAGE } from "./options.js";
 import { formatJson, formatTable, type ReportCeilings } from "./report.js";
+import { comparePoliciesParallel } from "./run-parallel.js";
 import { renderSvg } from "./svg-plot.js";
 import { loadTrace, TraceFormatError } from "./trace.js";
 
@@ -48,11 +49,17 @@ export async function main(argv: string[]): Promise<number> {
   process.stderr.write(
     `replaying ${requests.length} requests on ${o.workers} workers, ${cap}, block size ${o.blockSize}\n`,
   );
-  const runs = comparePolicies(requests, o, (r) => {
+  const progress = (r: CompareRun) => {
     process.stderr.write(
       `  ${r.label}: hit ${(100 * r.summary.hitRate).toFixed(1)}%, TTFT mean ${(r.summary.ttftMs.mean / 1000).toFixed(2)} s (${(r.wallMs / 1000).toFixed(1)} s)\n`,
     );
-  });
+  };
+  const started = performance.now();
+  const runs =
+    o.jobs > 1
+      ? await comparePoliciesParallel(o.trace, o.limit, o, o.jobs, progress)
+      : comparePolicies(requests, o, progress);
+  process.stderr.write(`done in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
   process.stdout.write(formatTable(runs, ceilings));
   for (const r of runs) {
     if (r.eventProblems !== undefined && Object.keys(r.eventProblems).length > 0) {

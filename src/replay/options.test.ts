@@ -1,0 +1,48 @@
+import { describe, expect, it } from "vitest";
+import { parseReplayArgs, ReplayUsageError } from "./options.js";
+
+describe("parseReplayArgs", () => {
+  it("fills defaults and expands --policy all", () => {
+    const o = parseReplayArgs(["--trace", "t.jsonl"])!;
+    expect(o.policies).toEqual(["kv", "round_robin", "random", "least_loaded"]);
+    expect(o.workers).toBe(8);
+    expect(o.capacityBlocks).toBeNull();
+    expect(o.blockSize).toBe(16);
+  });
+
+  it("turns tokens into blocks and reads weights", () => {
+    const o = parseReplayArgs([
+      "--trace=t",
+      "--capacity-tokens",
+      "2000000",
+      "--policy",
+      "kv",
+      "--policy",
+      "round_robin",
+      "--weight",
+      "decode=0.5",
+    ])!;
+    expect(o.capacityBlocks).toBe(125_000);
+    expect(o.policies).toEqual(["kv", "round_robin"]);
+    expect(o.scheduler.weights.decode).toBe(0.5);
+  });
+
+  it("returns null for --help", () => {
+    expect(parseReplayArgs(["--help"])).toBeNull();
+  });
+
+  it.each([
+    [[], /--trace FILE is required/],
+    [["--trace", "t", "--workers", "0"], /--workers must be a positive integer, got '0'/],
+    [["--trace", "t", "--policy", "best"], /--policy must be one of/],
+    [["--trace", "t", "--capacity-blocks", "5", "--capacity-tokens", "80"], /not both/],
+    [["--trace", "t", "--weight", "decode"], /KEY=VALUE/],
+    [["--trace", "t", "--weight", "colour=1"], /unknown weight 'colour'/],
+    [["--trace", "t", "--weight", "host=2"], /weights.host must be a number in 0..1/],
+    [["--trace", "t", "--prefill-tps", "-3"], /--prefill-tps/],
+    [["--trace", "t", "--bogus"], /bogus/],
+  ])("rejects %j naming the flag", (argv, msg) => {
+    expect(() => parseReplayArgs(argv)).toThrow(ReplayUsageError);
+    expect(() => parseReplayArgs(argv)).toThrow(msg);
+  });
+});
