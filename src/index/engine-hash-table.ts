@@ -4,39 +4,39 @@
  * worker holds the block under that hash. Engine hashes arrive as normalised strings;
  * `engine-hash-key.ts` turns them into two 32-bit words so nothing here retains a string.
  *
- * Entry layout (struct of arrays): `hi`, `lo` (the hash, or an interned id), `node`, and
- * `meta = worker << 4 | kind << 3 | tierMask`. Freed entries have `meta = FREE` and link
- * the free list through `node`.
+ * Entries are 4-word records `[hi, lo, meta, node]` in one Uint32Array, with
+ * `meta = worker << 4 | kind << 3 | tierMask` (`wk = worker << 1 | kind` is the key part).
+ * Freed entries have `meta = FREE` and link the free list through `node`.
  */
 
+const STRIDE = 4;
+const HI = 0;
+const LO = 1;
+const META = 2;
+const NODE = 3;
+
 const MAX_LOAD = 0.75;
-const EMPTY = -1;
 /** `meta` of a freed entry (no live entry has all bits set: workers are < 2^16). */
 export const FREE = 0xffffffff;
 
 export class EngineHashTable {
-  hi: Uint32Array;
-  lo: Uint32Array;
-  meta: Uint32Array;
-  node: Int32Array;
   /** Live entries. */
   live = 0;
+  #rec: Uint32Array;
   #capacity: number;
   #top = 0;
-  #freeHead = EMPTY;
-  #slots: Int32Array;
+  #freeHead = -1;
+  /** Slot i: `[entry id + 1 (0 = empty), 32-bit hash of the key]` (see node-store.ts). */
+  #slots: Uint32Array;
   #shift: number;
   #mask: number;
 
   constructor(initialCapacity = 1024) {
     const cap = Math.max(16, initialCapacity);
     this.#capacity = cap;
-    this.hi = new Uint32Array(cap);
-    this.lo = new Uint32Array(cap);
-    this.meta = new Uint32Array(cap).fill(FREE);
-    this.node = new Int32Array(cap);
+    this.#rec = new Uint32Array(cap * STRIDE);
     const bits = 32 - Math.clz32(cap * 2 - 1);
-    this.#slots = new Int32Array(1 << bits).fill(EMPTY);
+    this.#slots = new Uint32Array(2 << bits);
     this.#shift = 32 - bits;
     this.#mask = (1 << bits) - 1;
   }
@@ -49,35 +49,42 @@ export class EngineHashTable {
   /** Entry of (worker, kind, hash), or −1. `wk` is `worker << 1 | kind`. */
   find(wk: number, hi: number, lo: number): number {
     const slots = this.#slots;
+    const rec = this.#rec;
     const mask = this.#mask;
-    let i = slotOf(wk, hi, lo, this.#shift);
-    for (;;) {
-      const e = slots[i]!;
-      if (e === EMPTY) return EMPTY;
-      if (this.lo[e] === lo && this.hi[e] === hi && this.meta[e]! >>> 3 === wk) return e;
-      i = (i + 1) & mask;
+    const h = hashOf(wk, hi, lo);
+    for (let i = h >>> this.#shift; ; i = (i + 1) & mask) {
+      const id = slots[2 * i]!;
+      if (id === 0) return -1;
+      if (slots[2 * i + 1] !== h) continue;
+      const r = (id - 1) * STRIDE;
+      if (rec[r + LO] === lo && rec[r + HI] === hi && rec[r + META]! >>> 3 === wk) return id - 1;
     }
   }
 
   /** Adds an entry that is not present; returns its id. */
   insert(wk: number, hi: number, lo: number, node: number, tierMask: number): number {
     let e = this.#freeHead;
-    if (e !== EMPTY) {
-      this.#freeHead = this.node[e]!;
+    if (e >= 0) {
+      this.#freeHead = this.#rec[e * STRIDE + NODE]! | 0;
     } else {
       if (this.#top === this.#capacity) this.#growPool();
       e = this.#top++;
     }
-    this.hi[e] = hi;
-    this.lo[e] = lo;
-    this.meta[e] = ((wk << 3) | tierMask) >>> 0;
-    this.node[e] = node;
+    const rec = this.#rec;
+    const r = e * STRIDE;
+    rec[r + HI] = hi;
+    rec[r + LO] = lo;
+    rec[r + META] = (wk << 3) | tierMask;
+    rec[r + NODE] = node;
     this.live++;
-    if (this.live > this.#slots.length * MAX_LOAD) this.#growTable();
+    if (this.live > (this.#mask + 1) * MAX_LOAD) this.#growTable();
     const slots = this.#slots;
-    let i = slotOf(wk, hi, lo, this.#shift);
-    while (slots[i] !== EMPTY) i = (i + 1) & this.#mask;
-    slots[i] = e;
+    const mask = this.#mask;
+    const h = hashOf(wk, hi, lo);
+    let i = h >>> this.#shift;
+    while (slots[2 * i] !== 0) i = (i + 1) & mask;
+    slots[2 * i] = e + 1;
+    slots[2 * i + 1] = h;
     return e;
   }
 
@@ -85,62 +92,74 @@ export class EngineHashTable {
     const slots = this.#slots;
     const mask = this.#mask;
     const shift = this.#shift;
-    let i = this.#home(e, shift);
-    while (slots[i] !== e) i = (i + 1) & mask;
+    const r = e * STRIDE;
+    const rec = this.#rec;
+    let i = hashOf(rec[r + META]! >>> 3, rec[r + HI]!, rec[r + LO]!) >>> shift;
+    while (slots[2 * i] !== e + 1) i = (i + 1) & mask;
     for (let j = (i + 1) & mask; ; j = (j + 1) & mask) {
-      const m = slots[j]!;
-      if (m === EMPTY) break;
-      const home = this.#home(m, shift);
+      const id = slots[2 * j]!;
+      if (id === 0) break;
+      const home = slots[2 * j + 1]! >>> shift;
       if (((j - home) & mask) >= ((j - i) & mask)) {
-        slots[i] = m;
+        slots[2 * i] = id;
+        slots[2 * i + 1] = slots[2 * j + 1]!;
         i = j;
       }
     }
-    slots[i] = EMPTY;
-    this.meta[e] = FREE;
-    this.node[e] = this.#freeHead;
+    slots[2 * i] = 0;
+    rec[r + META] = FREE;
+    rec[r + NODE] = this.#freeHead;
     this.#freeHead = e;
     this.live--;
   }
 
-  /** Bytes held by the typed arrays. */
-  get capacityBytes(): number {
-    return this.#capacity * 16 + this.#slots.length * 4;
+  meta(e: number): number {
+    return this.#rec[e * STRIDE + META]!;
   }
 
-  #home(e: number, shift: number): number {
-    return slotOf(this.meta[e]! >>> 3, this.hi[e]!, this.lo[e]!, shift);
+  setMeta(e: number, meta: number): void {
+    this.#rec[e * STRIDE + META] = meta;
+  }
+
+  node(e: number): number {
+    return this.#rec[e * STRIDE + NODE]!;
+  }
+
+  setNode(e: number, node: number): void {
+    this.#rec[e * STRIDE + NODE] = node;
+  }
+
+  lo(e: number): number {
+    return this.#rec[e * STRIDE + LO]!;
+  }
+
+  /** Bytes held by the typed arrays. */
+  get capacityBytes(): number {
+    return this.#rec.byteLength + this.#slots.byteLength;
   }
 
   #growPool(): void {
-    const cap = Math.ceil(this.#capacity * 1.5);
-    const hi = new Uint32Array(cap);
-    hi.set(this.hi);
-    const lo = new Uint32Array(cap);
-    lo.set(this.lo);
-    const meta = new Uint32Array(cap).fill(FREE);
-    meta.set(this.meta);
-    const node = new Int32Array(cap);
-    node.set(this.node);
-    this.hi = hi;
-    this.lo = lo;
-    this.meta = meta;
-    this.node = node;
+    const cap = this.#capacity * 2;
+    const rec = new Uint32Array(cap * STRIDE);
+    rec.set(this.#rec);
+    this.#rec = rec;
     this.#capacity = cap;
   }
 
   #growTable(): void {
     const old = this.#slots;
-    const size = old.length * 2;
-    const slots = new Int32Array(size).fill(EMPTY);
+    const size = (this.#mask + 1) * 2;
+    const slots = new Uint32Array(2 * size);
     const mask = size - 1;
     const shift = this.#shift - 1;
-    for (let s = 0; s < old.length; s++) {
-      const e = old[s]!;
-      if (e === EMPTY) continue;
-      let i = this.#home(e, shift);
-      while (slots[i] !== EMPTY) i = (i + 1) & mask;
-      slots[i] = e;
+    for (let s = 0; s < old.length; s += 2) {
+      const id = old[s]!;
+      if (id === 0) continue;
+      const h = old[s + 1]!;
+      let i = h >>> shift;
+      while (slots[2 * i] !== 0) i = (i + 1) & mask;
+      slots[2 * i] = id;
+      slots[2 * i + 1] = h;
     }
     this.#slots = slots;
     this.#mask = mask;
@@ -148,10 +167,10 @@ export class EngineHashTable {
   }
 }
 
-/** Mixes (worker, kind, hash) onto the table's top bits; engine hashes may be small ints. */
-function slotOf(wk: number, hi: number, lo: number, shift: number): number {
+/** 32-bit hash of (worker, kind, hash), well mixed: engine hashes may be small ints. */
+function hashOf(wk: number, hi: number, lo: number): number {
   let h = Math.imul(hi ^ Math.imul(wk, 0x27d4eb2d), 0x85ebca6b) ^ lo;
   h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d);
   h ^= h >>> 12;
-  return Math.imul(h, 0x9e3779b1) >>> shift;
+  return Math.imul(h, 0x9e3779b1) >>> 0;
 }

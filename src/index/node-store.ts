@@ -1,55 +1,52 @@
 /**
- * The radix tree's nodes, one per distinct chained block key, as a struct-of-arrays pool
- * in typed arrays plus an open-addressing table from the 64-bit key to the node id.
- * Plain objects and Maps per node cost several hundred bytes each; this costs about 30.
+ * The radix tree's nodes, one per distinct chained block key, as fixed-size records in
+ * one Uint32Array plus an open-addressing table from the 64-bit key to the node id.
+ * Plain objects and Maps per node cost several hundred bytes each; this costs about 40,
+ * and one node's fields share a cache line (ingest and lookups are cache-miss bound).
  *
  * Because a block key already encodes its whole prefix (it is chained), a child is found
  * by its key alone: the tree links (parent, child count) only serve pruning.
  *
  * Holders: each node lists the workers holding it as packed words
- * `worker << 4 | flags` (flags: tier bits, alias bit; see `radix-tree.ts`). One holder
- * is stored inline; two or more live in a `HolderPool` chunk that `holder` points to.
- *
- * The typed arrays are public for the hot loops in `radix-tree.ts`; treat them as
- * read-only outside this file, and re-read them after any call that may grow the pool.
+ * `worker << 4 | flags` (tier bits, alias bit; see `radix-tree.ts`). One holder is stored
+ * inline; two or more live in a `HolderPool` chunk that the record points to.
  */
 
 import { chunkSize, HolderPool } from "./holder-pool.js";
 
+// Record layout (words).
+const STRIDE = 6;
+const KEY_HI = 0;
+const KEY_LO = 1;
+const PARENT = 2; // node id + 1 (0 = child of a root); the free-list link when freed
+const CHILDREN = 3;
+const COUNT = 4; // holders
+const HOLDER = 5; // the single holder word, or the chunk offset when COUNT ≥ 2
+
 const MAX_LOAD = 0.75;
-const EMPTY = -1;
 
 export class NodeStore {
-  keyHi: Uint32Array;
-  keyLo: Uint32Array;
-  /** Parent node id (−1 = child of a root); the free-list link for freed ids. */
-  parent: Int32Array;
-  /** Number of live child nodes. */
-  children: Uint32Array;
-  holderCount: Uint16Array;
-  /** The single holder word, or the offset of the holder chunk when count ≥ 2. */
-  holder: Uint32Array;
   readonly pool = new HolderPool();
   /** Live nodes. */
   live = 0;
+  #rec: Uint32Array;
   #capacity: number;
   #top = 0;
-  #freeHead = EMPTY;
-  #slots: Int32Array;
+  #freeHead = -1;
+  /**
+   * Slot i: `[node id + 1 (0 = empty), 32-bit hash of the key]`: probes rarely touch node
+   * records, and growing or deleting never does (the home slot is `hash >>> shift`).
+   */
+  #slots: Uint32Array;
   #shift: number;
   #mask: number;
 
   constructor(initialCapacity = 1024) {
     const cap = Math.max(16, initialCapacity);
     this.#capacity = cap;
-    this.keyHi = new Uint32Array(cap);
-    this.keyLo = new Uint32Array(cap);
-    this.parent = new Int32Array(cap);
-    this.children = new Uint32Array(cap);
-    this.holderCount = new Uint16Array(cap);
-    this.holder = new Uint32Array(cap);
+    this.#rec = new Uint32Array(cap * STRIDE);
     const bits = 32 - Math.clz32(cap * 2 - 1);
-    this.#slots = new Int32Array(1 << bits).fill(EMPTY);
+    this.#slots = new Uint32Array(2 << bits);
     this.#shift = 32 - bits;
     this.#mask = (1 << bits) - 1;
   }
@@ -57,164 +54,230 @@ export class NodeStore {
   /** Node id of a key, or −1. */
   find(hi: number, lo: number): number {
     const slots = this.#slots;
-    const keyHi = this.keyHi;
-    const keyLo = this.keyLo;
+    const rec = this.#rec;
     const mask = this.#mask;
-    let i = slotOf(hi, lo, this.#shift);
-    for (;;) {
-      const n = slots[i]!;
-      if (n === EMPTY) return EMPTY;
-      if (keyLo[n] === lo && keyHi[n] === hi) return n;
-      i = (i + 1) & mask;
+    const h = hashOf(hi, lo);
+    for (let i = h >>> this.#shift; ; i = (i + 1) & mask) {
+      const id = slots[2 * i]!;
+      if (id === 0) return -1;
+      if (slots[2 * i + 1] === h) {
+        const r = (id - 1) * STRIDE;
+        if (rec[r + KEY_LO] === lo && rec[r + KEY_HI] === hi) return id - 1;
+      }
     }
   }
 
   /** Adds a node for a key that is not present, under `parent` (−1 = at a root). */
   create(hi: number, lo: number, parent: number): number {
     let n = this.#freeHead;
-    if (n !== EMPTY) {
-      this.#freeHead = this.parent[n]!;
+    if (n >= 0) {
+      this.#freeHead = this.#rec[n * STRIDE + PARENT]! - 1;
     } else {
       if (this.#top === this.#capacity) this.#growPool();
       n = this.#top++;
     }
-    this.keyHi[n] = hi;
-    this.keyLo[n] = lo;
-    this.parent[n] = parent;
-    this.children[n] = 0;
-    this.holderCount[n] = 0;
-    this.holder[n] = 0;
-    if (parent !== EMPTY) this.children[parent]!++;
+    const rec = this.#rec;
+    const r = n * STRIDE;
+    rec[r + KEY_HI] = hi;
+    rec[r + KEY_LO] = lo;
+    rec[r + PARENT] = parent + 1;
+    rec[r + CHILDREN] = 0;
+    rec[r + COUNT] = 0;
+    rec[r + HOLDER] = 0;
+    if (parent >= 0) rec[parent * STRIDE + CHILDREN]!++;
     this.live++;
-    if (this.live > this.#slots.length * MAX_LOAD) this.#growTable();
+    if (this.live > (this.#mask + 1) * MAX_LOAD) this.#growTable();
     const slots = this.#slots;
-    let i = slotOf(hi, lo, this.#shift);
-    while (slots[i] !== EMPTY) i = (i + 1) & this.#mask;
-    slots[i] = n;
+    const mask = this.#mask;
+    const h = hashOf(hi, lo);
+    let i = h >>> this.#shift;
+    while (slots[2 * i] !== 0) i = (i + 1) & mask;
+    slots[2 * i] = n + 1;
+    slots[2 * i + 1] = h;
     return n;
   }
 
   /** Frees a node without holders or children; returns its parent (−1 at a root). */
   free(n: number): number {
     const slots = this.#slots;
+    const rec = this.#rec;
     const mask = this.#mask;
     const shift = this.#shift;
-    let i = slotOf(this.keyHi[n]!, this.keyLo[n]!, shift);
-    while (slots[i] !== n) i = (i + 1) & mask;
+    const r = n * STRIDE;
+    let i = hashOf(rec[r + KEY_HI]!, rec[r + KEY_LO]!) >>> shift;
+    while (slots[2 * i] !== n + 1) i = (i + 1) & mask;
     // Backward-shift deletion keeps probe chains intact without tombstones.
     for (let j = (i + 1) & mask; ; j = (j + 1) & mask) {
-      const m = slots[j]!;
-      if (m === EMPTY) break;
-      const home = slotOf(this.keyHi[m]!, this.keyLo[m]!, shift);
+      const id = slots[2 * j]!;
+      if (id === 0) break;
+      const home = slots[2 * j + 1]! >>> shift;
       if (((j - home) & mask) >= ((j - i) & mask)) {
-        slots[i] = m;
+        slots[2 * i] = id;
+        slots[2 * i + 1] = slots[2 * j + 1]!;
         i = j;
       }
     }
-    slots[i] = EMPTY;
-    const p = this.parent[n]!;
-    if (p !== EMPTY) this.children[p]!--;
-    this.parent[n] = this.#freeHead;
+    slots[2 * i] = 0;
+    const p = rec[r + PARENT]! - 1;
+    if (p >= 0) rec[p * STRIDE + CHILDREN]!--;
+    rec[r + PARENT] = this.#freeHead + 1;
     this.#freeHead = n;
     this.live--;
     return p;
   }
 
+  keyHi(n: number): number {
+    return this.#rec[n * STRIDE + KEY_HI]!;
+  }
+
+  keyLo(n: number): number {
+    return this.#rec[n * STRIDE + KEY_LO]!;
+  }
+
+  /** True when no worker holds `n` and it has no children (it can be freed). */
+  isUnused(n: number): boolean {
+    const r = n * STRIDE;
+    return this.#rec[r + COUNT] === 0 && this.#rec[r + CHILDREN] === 0;
+  }
+
+  /**
+   * The core of findMatches: walks `keys` from the root and, per worker slot, advances
+   * the runs of leading blocks held in GPU (`gpu`), GPU or host (`host`) and any tier
+   * (`disk`). The runs must be zero for every live worker on entry. Stops at the first
+   * missing key or at a block no worker can extend. Allocates nothing.
+   */
+  matchRuns(keys: Uint32Array, gpu: Int32Array, host: Int32Array, disk: Int32Array): void {
+    const rec = this.#rec;
+    const words = this.pool.words;
+    const n = keys.length >>> 1;
+    for (let i = 0; i < n; i++) {
+      const node = this.find(keys[2 * i]!, keys[2 * i + 1]!);
+      if (node < 0) return;
+      const r = node * STRIDE;
+      const count = rec[r + COUNT]!;
+      const base = rec[r + HOLDER]!;
+      let advanced = false;
+      for (let k = 0; k < count; k++) {
+        const word = count === 1 ? base : words[base + k]!;
+        const w = word >>> 4;
+        if (disk[w] !== i) continue; // a gap earlier: this worker's prefix already ended
+        disk[w] = i + 1;
+        advanced = true;
+        // Tier bits: 1 = GPU, 2 = host, 4 = disk; gpu ≤ host ≤ disk always holds.
+        if ((word & 3) !== 0 && host[w] === i) {
+          host[w] = i + 1;
+          if ((word & 1) !== 0 && gpu[w] === i) gpu[w] = i + 1;
+        }
+      }
+      if (!advanced) return;
+    }
+  }
+
+  holderCount(n: number): number {
+    return this.#rec[n * STRIDE + COUNT]!;
+  }
+
   /** Index of worker `w` among the holders of `n`, or −1. */
   holderIndex(n: number, w: number): number {
-    const count = this.holderCount[n]!;
-    if (count === 1) return this.holder[n]! >>> 4 === w ? 0 : -1;
+    const r = n * STRIDE;
+    const count = this.#rec[r + COUNT]!;
+    const base = this.#rec[r + HOLDER]!;
+    if (count === 1) return base >>> 4 === w ? 0 : -1;
     const words = this.pool.words;
-    const off = this.holder[n]!;
-    for (let k = 0; k < count; k++) if (words[off + k]! >>> 4 === w) return k;
+    for (let k = 0; k < count; k++) if (words[base + k]! >>> 4 === w) return k;
     return -1;
   }
 
   holderWord(n: number, k: number): number {
-    return this.holderCount[n] === 1 ? this.holder[n]! : this.pool.words[this.holder[n]! + k]!;
+    const r = n * STRIDE;
+    const base = this.#rec[r + HOLDER]!;
+    return this.#rec[r + COUNT] === 1 ? base : this.pool.words[base + k]!;
   }
 
   setHolderWord(n: number, k: number, word: number): void {
-    if (this.holderCount[n] === 1) this.holder[n] = word;
-    else this.pool.words[this.holder[n]! + k] = word;
+    const r = n * STRIDE;
+    if (this.#rec[r + COUNT] === 1) this.#rec[r + HOLDER] = word;
+    else this.pool.words[this.#rec[r + HOLDER]! + k] = word;
   }
 
   addHolder(n: number, word: number): void {
-    const count = this.holderCount[n]!;
+    const rec = this.#rec;
+    const r = n * STRIDE;
+    const count = rec[r + COUNT]!;
     const pool = this.pool;
     if (count === 0) {
-      this.holder[n] = word;
+      rec[r + HOLDER] = word;
     } else if (count === 1) {
       const off = pool.alloc(2);
-      pool.words[off] = this.holder[n]!;
+      pool.words[off] = rec[r + HOLDER]!;
       pool.words[off + 1] = word;
-      this.holder[n] = off;
+      rec[r + HOLDER] = off;
     } else {
-      let off = this.holder[n]!;
+      let off = rec[r + HOLDER]!;
       const size = chunkSize(count);
       if (count === size) {
         const moved = pool.alloc(size * 2);
         pool.words.copyWithin(moved, off, off + count);
         pool.free(off, size);
         off = moved;
-        this.holder[n] = off;
+        rec[r + HOLDER] = off;
       }
       pool.words[off + count] = word;
     }
-    this.holderCount[n] = count + 1;
+    rec[r + COUNT] = count + 1;
   }
 
   removeHolder(n: number, k: number): void {
-    const count = this.holderCount[n]!;
+    const rec = this.#rec;
+    const r = n * STRIDE;
+    const count = rec[r + COUNT]!;
     const pool = this.pool;
+    const off = rec[r + HOLDER]!;
     if (count === 1) {
-      this.holder[n] = 0;
+      rec[r + HOLDER] = 0;
     } else if (count === 2) {
-      const off = this.holder[n]!;
-      this.holder[n] = pool.words[off + 1 - k]!;
+      rec[r + HOLDER] = pool.words[off + 1 - k]!;
       pool.free(off, 2);
     } else {
-      const off = this.holder[n]!;
       pool.words[off + k] = pool.words[off + count - 1]!;
       const size = chunkSize(count);
       if (chunkSize(count - 1) < size) {
         const moved = pool.alloc(size / 2);
         pool.words.copyWithin(moved, off, off + count - 1);
         pool.free(off, size);
-        this.holder[n] = moved;
+        rec[r + HOLDER] = moved;
       }
     }
-    this.holderCount[n] = count - 1;
+    rec[r + COUNT] = count - 1;
   }
 
   /** Bytes held by the typed arrays (capacity, not just live nodes). */
   get capacityBytes(): number {
-    return this.#capacity * 22 + this.#slots.length * 4 + this.pool.words.length * 4;
+    return this.#rec.byteLength + this.#slots.byteLength + this.pool.words.byteLength;
   }
 
   #growPool(): void {
-    const cap = Math.ceil(this.#capacity * 1.5);
-    this.keyHi = grow(this.keyHi, new Uint32Array(cap));
-    this.keyLo = grow(this.keyLo, new Uint32Array(cap));
-    this.parent = grow(this.parent, new Int32Array(cap));
-    this.children = grow(this.children, new Uint32Array(cap));
-    this.holderCount = grow(this.holderCount, new Uint16Array(cap));
-    this.holder = grow(this.holder, new Uint32Array(cap));
+    const cap = this.#capacity * 2;
+    const rec = new Uint32Array(cap * STRIDE);
+    rec.set(this.#rec);
+    this.#rec = rec;
     this.#capacity = cap;
   }
 
   #growTable(): void {
     const old = this.#slots;
-    const size = old.length * 2;
-    const slots = new Int32Array(size).fill(EMPTY);
+    const size = (this.#mask + 1) * 2;
+    const slots = new Uint32Array(2 * size);
     const mask = size - 1;
     const shift = this.#shift - 1;
-    for (let s = 0; s < old.length; s++) {
-      const n = old[s]!;
-      if (n === EMPTY) continue;
-      let i = slotOf(this.keyHi[n]!, this.keyLo[n]!, shift);
-      while (slots[i] !== EMPTY) i = (i + 1) & mask;
-      slots[i] = n;
+    for (let s = 0; s < old.length; s += 2) {
+      const id = old[s]!;
+      if (id === 0) continue;
+      const h = old[s + 1]!;
+      let i = h >>> shift;
+      while (slots[2 * i] !== 0) i = (i + 1) & mask;
+      slots[2 * i] = id;
+      slots[2 * i + 1] = h;
     }
     this.#slots = slots;
     this.#mask = mask;
@@ -222,12 +285,7 @@ export class NodeStore {
   }
 }
 
-/** Fibonacci hashing of the 64-bit key onto the table's top bits. */
-function slotOf(hi: number, lo: number, shift: number): number {
-  return Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> shift;
-}
-
-function grow<T extends Uint32Array | Int32Array | Uint16Array>(from: T, to: T): T {
-  to.set(from);
-  return to;
+/** 32-bit hash of the 64-bit key; its top bits pick the slot (Fibonacci hashing). */
+function hashOf(hi: number, lo: number): number {
+  return Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> 0;
 }

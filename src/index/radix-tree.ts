@@ -123,30 +123,8 @@ export class RadixTreeIndex implements PrefixIndex {
       host[w] = 0;
       disk[w] = 0;
     }
-    const nodes = this.#nodes;
-    const count = nodes.holderCount;
-    const holder = nodes.holder;
-    const pool = nodes.pool.words;
+    this.#nodes.matchRuns(keys, gpu, host, disk);
     const n = keys.length >>> 1;
-    for (let i = 0; i < n; i++) {
-      const node = nodes.find(keys[2 * i]!, keys[2 * i + 1]!);
-      if (node < 0) break;
-      const c = count[node]!;
-      let advanced = false;
-      const base = c === 1 ? 0 : holder[node]!;
-      for (let k = 0; k < c; k++) {
-        const word = c === 1 ? holder[node]! : pool[base + k]!;
-        const w = word >>> 4;
-        if (disk[w] !== i) continue; // a gap earlier: this worker's prefix already ended
-        disk[w] = i + 1;
-        advanced = true;
-        if (word & (GPU | HOST) && host[w] === i) {
-          host[w] = i + 1;
-          if (word & GPU && gpu[w] === i) gpu[w] = i + 1;
-        }
-      }
-      if (!advanced) break;
-    }
     const out: WorkerMatch[] = new Array(order.length);
     for (let s = 0; s < order.length; s++) {
       const w = order[s]!;
@@ -202,9 +180,9 @@ export class RadixTreeIndex implements PrefixIndex {
     } else {
       const e = this.#lookup(w, ev.parentHash);
       if (e < 0) return PARENT_NOT_FOUND;
-      parent = this.#entries.node[e]!;
-      phi = this.#nodes.keyHi[parent]!;
-      plo = this.#nodes.keyLo[parent]!;
+      parent = this.#entries.node(e);
+      phi = this.#nodes.keyHi(parent);
+      plo = this.#nodes.keyLo(parent);
     }
     if (this.#keys.length < 2 * n) this.#keys = new Uint32Array(2 * n);
     const keys = this.#keys;
@@ -235,12 +213,12 @@ export class RadixTreeIndex implements PrefixIndex {
       this.#attach(node, w, bit);
       return;
     }
-    const meta = entries.meta[e]!;
+    const meta = entries.meta(e);
     const mask = meta & TIER_BITS;
-    const old = entries.node[e]!;
+    const old = entries.node(e);
     if (old === node) {
       if ((mask & bit) === 0) {
-        entries.meta[e] = meta | bit;
+        entries.setMeta(e, meta | bit);
         this.#changeMask(node, w, mask, mask | bit);
       }
       return;
@@ -248,8 +226,8 @@ export class RadixTreeIndex implements PrefixIndex {
     // The engine reused the hash for another block (e.g. re-stored under a new parent
     // after an eviction we did not see): an engine hash names one block at a time, so the
     // old placement is stale. Move the entry; the new placement has only this tier.
-    entries.node[e] = node;
-    entries.meta[e] = (meta & ~TIER_BITS) | bit;
+    entries.setNode(e, node);
+    entries.setMeta(e, (meta & ~TIER_BITS) | bit);
     this.#changeMask(old, w, mask, 0);
     this.#attach(node, w, bit);
     this.#prune(old);
@@ -268,12 +246,12 @@ export class RadixTreeIndex implements PrefixIndex {
         unknown++;
         continue;
       }
-      const meta = entries.meta[e]!;
+      const meta = entries.meta(e);
       const mask = meta & TIER_BITS;
-      const node = entries.node[e]!;
+      const node = entries.node(e);
       if (add) {
         if ((mask & bit) !== 0) continue;
-        entries.meta[e] = meta | bit;
+        entries.setMeta(e, meta | bit);
         this.#changeMask(node, w, mask, mask | bit);
       } else {
         if ((mask & bit) === 0) {
@@ -286,7 +264,7 @@ export class RadixTreeIndex implements PrefixIndex {
           this.#dropEntry(e);
           this.#prune(node);
         } else {
-          entries.meta[e] = meta & ~bit;
+          entries.setMeta(e, meta & ~bit);
         }
       }
     }
@@ -299,9 +277,9 @@ export class RadixTreeIndex implements PrefixIndex {
     const entries = this.#entries;
     const top = entries.top;
     for (let e = 0; e < top; e++) {
-      const meta = entries.meta[e]!;
+      const meta = entries.meta(e);
       if (meta === FREE || meta >>> 4 !== w) continue;
-      const node = entries.node[e]!;
+      const node = entries.node(e);
       this.#changeMask(node, w, meta & TIER_BITS, 0);
       this.#dropEntry(e);
       this.#prune(node);
@@ -317,7 +295,7 @@ export class RadixTreeIndex implements PrefixIndex {
 
   #dropEntry(e: number): void {
     const entries = this.#entries;
-    if ((entries.meta[e]! >>> 3) & 1) this.#hashes.release(entries.lo[e]!);
+    if ((entries.meta(e) >>> 3) & 1) this.#hashes.release(entries.lo(e));
     entries.remove(e);
   }
 
@@ -361,9 +339,7 @@ export class RadixTreeIndex implements PrefixIndex {
   /** Frees `node` and then its ancestors while they have neither holders nor children. */
   #prune(node: number): void {
     const nodes = this.#nodes;
-    while (node >= 0 && nodes.holderCount[node] === 0 && nodes.children[node] === 0) {
-      node = nodes.free(node);
-    }
+    while (node >= 0 && nodes.isUnused(node)) node = nodes.free(node);
   }
 }
 
