@@ -6,6 +6,9 @@
 
 import { afterEach, describe, expect, it } from "vitest";
 import { Router } from "zeromq";
+import { computeBlockKeys } from "../src/index/block-key.js";
+import { RadixTreeIndex } from "../src/index/radix-tree.js";
+import type { WireBatch } from "../src/protocol/event-encoder.js";
 import { workerKey } from "../src/protocol/worker.js";
 import { EnginePublisher, type EnginePublisherOptions } from "../src/sources/engine-publisher.js";
 import {
@@ -231,6 +234,95 @@ describe("KvEventSubscriber over ZeroMQ", () => {
     expect(sub.state().resets.restart).toBe(1);
     expect(index.of(W)).toEqual(published.map(hex));
     expect(sub.state().connected).toBe(true);
+  });
+
+  it("rebuilds a RadixTreeIndex from a restarted engine: old prompts stop matching", async () => {
+    const tokensA = Array.from({ length: 32 }, (_, i) => 500 + i);
+    const tokensB = Array.from({ length: 48 }, (_, i) => 9000 + i);
+    const prompt = (hashes: bigint[], tokenIds: number[]): WireBatch => ({
+      ts: 1,
+      dpRank: null,
+      events: [
+        {
+          type: "BlockStored",
+          blockHashes: hashes,
+          parentHash: null,
+          tokenIds,
+          blockSize: 16,
+          loraId: null,
+          medium: "GPU",
+          loraName: null,
+        },
+      ],
+    });
+    const gpu = (index: RadixTreeIndex, tokens: number[]) =>
+      index.findMatches(computeBlockKeys(tokens, 16, null)).workers.find((w) => w.worker === W)
+        ?.gpu ?? 0;
+    const index = new RadixTreeIndex({ blockSize: 16 });
+    const p = await freePortRange(2);
+    const opts = {
+      endpoint: `tcp://127.0.0.1:${p}`,
+      replayEndpoint: `tcp://127.0.0.1:${p + 1}`,
+      topic: "kv-events",
+    };
+    const first = await EnginePublisher.bind(opts);
+    const sub = new KvEventSubscriber(
+      { worker: W, ...opts, format: "vllm", reconnectIntervalMs: 20, reconnectMaxIntervalMs: 100 },
+      index,
+    );
+    cleanups.push(() => sub.close());
+    for (let i = 0; i < 5; i++) first.publish(emptyBatch());
+    first.publish(prompt([11n, 12n], tokensA));
+    await waitFor("prompt A indexed", () => gpu(index, tokensA) === 2);
+    await first.close();
+    const second = await publisher({ ...opts });
+    // The restarted engine's seq 0 is below the 6 already seen: a restart, worker cleared.
+    second.publish(prompt([21n, 22n, 23n], tokensB));
+    await waitFor("prompt B indexed", () => gpu(index, tokensB) === 3);
+    expect(gpu(index, tokensA)).toBe(0);
+    expect(sub.state().resets.restart).toBe(1);
+    expect(sub.state().events["stored/applied"]).toBe(2);
+  });
+
+  it("recognises a restarted engine that is already past the old seq, or quiet", async () => {
+    const index = new RecordingIndex();
+    const p = await freePortRange(2);
+    const opts = {
+      endpoint: `tcp://127.0.0.1:${p}`,
+      replayEndpoint: `tcp://127.0.0.1:${p + 1}`,
+    };
+    const first = await EnginePublisher.bind({ ...opts, topic: "kv-events" });
+    const sub = subscriber(index, first);
+    for (let i = 1; i <= 3; i++) first.publish(storedBatch([BigInt(i)]));
+    await waitFor("first engine", () => index.of(W).length === 3);
+    await first.close();
+    await waitFor("disconnect", () => !sub.state().connected);
+    const second = await publisher({ ...opts });
+    // More batches than the first engine sent, at once, then silence: seq never goes back
+    // on the live stream, so only the reconnect check can tell the streams apart.
+    const hashes = range(500, 510);
+    for (const h of hashes) second.publish(storedBatch([h]));
+    await waitFor("rebuilt", () => sub.state().lastSeq === 9n && !sub.state().replaying);
+    expect(index.of(W)).toEqual(hashes.map(hex));
+    expect(sub.state().resets.restart).toBe(1);
+    expect(sub.state().resets.unfilled_gap).toBe(0);
+  });
+
+  it("continues the same stream after a network outage (no false restart)", async () => {
+    const index = new RecordingIndex();
+    const pub = await publisher();
+    const sub = subscriber(index, pub);
+    for (let i = 1; i <= 3; i++) pub.publish(storedBatch([BigInt(i)]));
+    await waitFor("before", () => index.of(W).length === 3);
+    await pub.interruptConnections(async () => {
+      await waitFor("disconnect", () => !sub.state().connected);
+      for (let i = 4; i <= 6; i++) pub.publish(storedBatch([BigInt(i)]));
+    });
+    await waitFor("reconnect check", () => sub.state().lastSeq === 5n && !sub.state().replaying);
+    expect(index.of(W)).toEqual(range(1, 7).map(hex));
+    const s = sub.state();
+    expect(s.resets).toEqual({ restart: 0, unfilled_gap: 0, startup_hole: 0 });
+    expect(s.duplicates).toBeGreaterThanOrEqual(1); // the compared batch
   });
 
   it("closes cleanly while a replay is waiting", async () => {

@@ -59,7 +59,8 @@ async function bindWithRetry(socket: Publisher | Router, address: string): Promi
 }
 
 export class EnginePublisher {
-  readonly #pub: Publisher;
+  #pub: Publisher;
+  readonly #pubOptions: { linger: number; sendHighWaterMark: number };
   readonly #router: Router | null;
   readonly #topic: Buffer;
   readonly #bufferSteps: number;
@@ -87,6 +88,7 @@ export class EnginePublisher {
     endpoints: { pub: string; replay: string | null },
   ) {
     this.#pub = pub;
+    this.#pubOptions = { linger: 0, sendHighWaterMark: options.sendHighWaterMark ?? 100_000 };
     this.#router = router;
     this.#topic = Buffer.from(options.topic ?? "", "utf8");
     this.#bufferSteps = options.bufferSteps ?? 10_000;
@@ -170,6 +172,28 @@ export class EnginePublisher {
     for (let pump = this.#pump; pump !== null; pump = this.#pump) {
       await pump;
       if (this.#pump === pump) return;
+    }
+  }
+
+  /**
+   * Test hook: cut every subscriber's connection (the PUB socket is closed), run `during`
+   * (batches published meanwhile are lost on the wire but replayable), then open a new
+   * PUB socket on the same port. Seq and replay buffer carry on: a network outage, not
+   * an engine restart.
+   */
+  async interruptConnections(during: () => void | Promise<void> = () => {}): Promise<void> {
+    await this.flush();
+    await this.#pub.unbind(this.endpoint);
+    this.#pub.close();
+    const dropping = this.#dropNext;
+    this.#dropNext = Number.POSITIVE_INFINITY;
+    try {
+      await during();
+    } finally {
+      this.#dropNext = dropping;
+      this.#pub = new Publisher(this.#pubOptions);
+      if (this.#closed) this.#pub.close();
+      else await bindWithRetry(this.#pub, this.endpoint);
     }
   }
 

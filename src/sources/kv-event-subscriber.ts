@@ -11,7 +11,10 @@
  *   going backwards (engine restart) drop the worker from the index: its state is
  *   unknown, and an empty entry only costs cache hits, while a stale one misroutes;
  * - on first contact the subscriber replays from 0 to recover what the engine still
- *   buffers (a router restart then loses nothing the engine kept).
+ *   buffers (a router restart then loses nothing the engine kept);
+ * - after a reconnect it replays from the last seq it applied and compares that batch
+ *   with its own copy: a different or missing batch means the engine restarted (its
+ *   seq went back to 0) even if the new stream is already past our seq or quiet.
  *
  * Nothing escapes: decode errors, malformed frames and socket failures are counted in
  * `state()` and logged, and `close()` always completes.
@@ -86,6 +89,12 @@ export class KvEventSubscriber {
   #dupLow: bigint | null = null;
   #dupHigh: bigint | null = null;
   #problemsLogged = 0;
+  /** The payload of the last applied batch, to recognise the same stream after a reconnect. */
+  #lastPayload: Uint8Array | null = null;
+  #sawDisconnect = false;
+  /** During a reconnect check: our copy of batch `lastSeq`, until the first reply is seen. */
+  #verify: Uint8Array | null = null;
+  #restartSeen = false;
 
   constructor(
     options: KvEventSubscriberOptions,
@@ -119,9 +128,11 @@ export class KvEventSubscriber {
     this.#sub.events.on("connect", () => {
       this.#c.connected = true;
       this.#log.info({ worker: options.worker, endpoint: options.endpoint }, "kv events connected");
+      if (this.#sawDisconnect) this.#checkAfterReconnect();
     });
     this.#sub.events.on("disconnect", () => {
       this.#c.connected = false;
+      this.#sawDisconnect = true;
       this.#log.warn(
         { worker: options.worker, endpoint: options.endpoint },
         "kv events disconnected",
@@ -224,6 +235,7 @@ export class KvEventSubscriber {
       }
       this.#reset("restart", { seq: String(seq), lastSeq: String(last) });
       this.#c.lastSeq = null;
+      this.#lastPayload = null;
       this.#dupLow = this.#dupHigh = null;
       return this.#step(seq, payload); // expected is now 0 ≤ seq: no further recursion
     }
@@ -251,6 +263,15 @@ export class KvEventSubscriber {
     return last === null ? seq <= this.#firstSeq : seq === last + 1n;
   }
 
+  /** Replay from our last seq and compare: same batch = same stream, else a restart. */
+  #checkAfterReconnect(): void {
+    const last = this.#c.lastSeq;
+    if (this.#closed || this.#replay === null || this.#c.replaying || last === null) return;
+    if (this.#lastPayload === null) return;
+    this.#verify = this.#lastPayload;
+    this.#startReplay(last);
+  }
+
   #startReplay(from: bigint): void {
     const replay = this.#replay!;
     this.#c.replaying = true;
@@ -263,6 +284,18 @@ export class KvEventSubscriber {
   #onReplayed(seq: bigint, payload: Uint8Array): boolean {
     if (this.#closed) return false;
     const last = this.#c.lastSeq;
+    const ours = this.#verify;
+    if (ours !== null) {
+      this.#verify = null; // only the first reply can be compared
+      if (seq === last) {
+        if (Buffer.compare(ours, payload) === 0) {
+          this.#c.duplicates++;
+          return true;
+        }
+        this.#restartSeen = true;
+        return false;
+      }
+    }
     const expected = last === null ? 0n : last + 1n;
     if (seq < expected) {
       this.#c.duplicates++;
@@ -289,6 +322,22 @@ export class KvEventSubscriber {
         { worker: this.#opts.worker, from: String(from), ...outcome },
         "kv events replay failed",
       );
+    } else if (this.#verify !== null) {
+      // The engine no longer has the batch we applied last: its stream is shorter, a restart.
+      this.#restartSeen = true;
+    }
+    this.#verify = null;
+    if (this.#restartSeen) {
+      this.#restartSeen = false;
+      this.#reset("restart", {
+        lastSeq: String(this.#c.lastSeq),
+        why: "stream differs after reconnect",
+      });
+      this.#c.lastSeq = null;
+      this.#lastPayload = null;
+      this.#dupLow = this.#dupHigh = null;
+      this.#startReplay(0n);
+      return;
     }
     const last = this.#c.lastSeq;
     this.#dupLow = from;
@@ -321,6 +370,7 @@ export class KvEventSubscriber {
     c.batches++;
     if (replayed) c.replayedBatches++;
     c.lastSeq = seq;
+    this.#lastPayload = payload;
     c.lastEventTimeMs = this.#now();
     const result = this.#decoder.decode(payload);
     if (!result.ok) {
