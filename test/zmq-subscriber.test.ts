@@ -4,15 +4,18 @@
  * timeouts, and engine restarts.
  */
 
+import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { Router } from "zeromq";
 import { computeBlockKeys } from "../src/index/block-key.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
+import type { PrefixIndex } from "../src/index/types.js";
 import type { WireBatch } from "../src/protocol/event-encoder.js";
 import { workerKey } from "../src/protocol/worker.js";
 import { EnginePublisher, type EnginePublisherOptions } from "../src/sources/engine-publisher.js";
 import {
   KvEventSubscriber,
+  type KvEventSubscriberDeps,
   type KvEventSubscriberOptions,
 } from "../src/sources/kv-event-subscriber.js";
 import {
@@ -44,9 +47,10 @@ async function publisher(options: Partial<EnginePublisherOptions> = {}): Promise
 }
 
 function subscriber(
-  index: RecordingIndex,
+  index: PrefixIndex,
   pub: EnginePublisher,
   options: Partial<KvEventSubscriberOptions> = {},
+  deps: KvEventSubscriberDeps = {},
 ): KvEventSubscriber {
   const sub = new KvEventSubscriber(
     {
@@ -61,6 +65,7 @@ function subscriber(
       ...options,
     },
     index,
+    deps,
   );
   cleanups.push(() => sub.close());
   return sub;
@@ -204,6 +209,34 @@ describe("KvEventSubscriber over ZeroMQ", () => {
     expect(s.decodeErrors).toEqual({ not_msgpack: 3, bad_envelope: 1 });
     expect(s.batches).toBe(Number(pub.nextSeq));
     expect(s.resets.unfilled_gap + s.resets.restart).toBe(0);
+  });
+
+  it("logs each bad batch once with worker, seq and code, and resets with their reason", async () => {
+    const records: Record<string, unknown>[] = [];
+    const logger = pino(
+      { level: "debug" },
+      { write: (line: string) => records.push(JSON.parse(line)) },
+    );
+    const index = new RecordingIndex();
+    const pub = await publisher({ replayEndpoint: null });
+    const sub = subscriber(index, pub, { replayEndpoint: null }, { logger, now: () => 1234 });
+    await untilLive(pub, sub);
+    const bad = pub.publishRaw(new Uint8Array([0x92, 0xcb]));
+    pub.dropNext(1);
+    pub.publish(storedBatch([1n]));
+    pub.publish(storedBatch([2n]));
+    await waitFor("applied", () => sub.state().lastSeq === pub.nextSeq - 1n);
+    const decode = records.filter((r) => r.msg === "kv events batch undecodable, skipped");
+    expect(decode).toHaveLength(1);
+    expect(decode[0]).toMatchObject({
+      level: 40,
+      worker: W,
+      seq: String(bad),
+      code: "not_msgpack",
+    });
+    const resets = records.filter((r) => r.msg === "kv events stream reset, worker cleared");
+    expect(resets.map((r) => r.reason)).toContain("unfilled_gap");
+    expect(sub.state().lastEventTimeMs).toBe(1234);
   });
 
   it("rebuilds the worker from a restarted engine (seq back to 0 on the same port)", async () => {

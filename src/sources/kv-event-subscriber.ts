@@ -360,8 +360,10 @@ export class KvEventSubscriber {
     this.#index.removeWorker(this.#opts.worker);
     this.#decoder.reset();
     this.#c.resets[reason]++;
-    const log = reason === "startup_hole" ? this.#log.info : this.#log.warn;
-    log({ worker: this.#opts.worker, reason, ...detail }, "kv events stream reset, worker cleared");
+    const record = { worker: this.#opts.worker, reason, ...detail };
+    const msg = "kv events stream reset, worker cleared";
+    if (reason === "startup_hole") this.#log.info(record, msg);
+    else this.#log.warn(record, msg);
   }
 
   /** Decode and apply one batch, synchronously. Advances the sequence even if undecodable. */
