@@ -90,16 +90,26 @@ const prompts = Array.from({ length: 256 }, () => workload.lookupPrompt(PROMPT_T
 for (let i = 0; i < 500; i++) {
   index.findMatches(computeBlockKeys(prompts[i % prompts.length]!, BLOCK_SIZE, null));
 }
-const lookupUs = new Float64Array(LOOKUPS);
+// Timed in 5 rounds: the p99 over all samples is the headline; the best round's p99 shows
+// what a lookup costs when other processes on this shared machine do not preempt us.
+const ROUNDS = 5;
+const perRound = Math.ceil(LOOKUPS / ROUNDS);
+const lookupUs = new Float64Array(perRound * ROUNDS);
+let bestRoundP99 = Number.POSITIVE_INFINITY;
 let matched = 0;
-for (let i = 0; i < LOOKUPS; i++) {
-  const prompt = prompts[i % prompts.length]!;
-  const t0 = process.hrtime.bigint();
-  const r = index.findMatches(computeBlockKeys(prompt, BLOCK_SIZE, null));
-  lookupUs[i] = Number(process.hrtime.bigint() - t0) / 1000;
-  let best = 0;
-  for (const w of r.workers) best = Math.max(best, w.disk);
-  matched += best;
+for (let round = 0; round < ROUNDS; round++) {
+  const start = round * perRound;
+  for (let i = start; i < start + perRound; i++) {
+    const prompt = prompts[i % prompts.length]!;
+    const t0 = process.hrtime.bigint();
+    const r = index.findMatches(computeBlockKeys(prompt, BLOCK_SIZE, null));
+    lookupUs[i] = Number(process.hrtime.bigint() - t0) / 1000;
+    let best = 0;
+    for (const w of r.workers) best = Math.max(best, w.disk);
+    matched += best;
+  }
+  const round99 = percentile(lookupUs.slice(start, start + perRound).sort(), 0.99);
+  bestRoundP99 = Math.min(bestRoundP99, round99);
 }
 lookupUs.sort();
 
@@ -121,7 +131,8 @@ const result = {
   ingest_cpu_blocks_per_s: Math.round(counts.stored / (ingestCpuUs / 1e6)),
   lookup_p50_us: Number(percentile(lookupUs, 0.5).toFixed(1)),
   lookup_p99_us: Number(percentile(lookupUs, 0.99).toFixed(1)),
-  lookup_mean_matched_blocks: Number((matched / LOOKUPS).toFixed(1)),
+  lookup_p99_best_round_us: Number(bestRoundP99.toFixed(1)),
+  lookup_mean_matched_blocks: Number((matched / lookupUs.length).toFixed(1)),
   heap_bytes_per_block: Number((indexBytes / stats.nodes).toFixed(1)),
   typed_array_bytes_per_block: Number((capacityBytes / stats.nodes).toFixed(1)),
 };
@@ -146,6 +157,7 @@ const rows: [string, string][] = [
     `lookup ${PROMPT_TOKENS} tokens p50 / p99 (µs)`,
     `${result.lookup_p50_us} / ${result.lookup_p99_us}`,
   ],
+  [`lookup p99, best of ${ROUNDS} rounds (µs)`, String(result.lookup_p99_best_round_us)],
   ["lookup mean best match (blocks)", String(result.lookup_mean_matched_blocks)],
   ["index heap+arrayBuffers (MB)", (indexBytes / 1e6).toFixed(1)],
   ["heap bytes per distinct block", String(result.heap_bytes_per_block)],
