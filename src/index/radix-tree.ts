@@ -11,11 +11,12 @@
 import type { EngineBlockHash } from "../protocol/engine-hash.js";
 import type { BlockStoredEvent, KvEvent, Tier } from "../protocol/events.js";
 import type { WorkerKey } from "../protocol/worker.js";
-import { AliasCounts } from "./alias-counts.js";
 import { chainBlockKeys, rootKey } from "./block-key.js";
 import { EngineHashKeys } from "./engine-hash-key.js";
 import { EngineHashTable, FREE } from "./engine-hash-table.js";
+import { Holdings } from "./holdings.js";
 import { NodeStore } from "./node-store.js";
+import { OutcomeCounter } from "./outcome-counter.js";
 import type {
   ApplyResult,
   ApplyStatus,
@@ -27,21 +28,11 @@ import type {
 } from "./types.js";
 import { WorkerSlots } from "./worker-slots.js";
 
-// Holder word: worker << 4 | ALIASED? | tier bits. Kept local (see block-key.ts on imports).
+// Tier bits of entries and holder words. Kept local (see block-key.ts on imports).
 const GPU = 1;
 const HOST = 2;
 const DISK = 4;
-const ALIASED = 8;
 const TIER_BITS = 7;
-
-const EVENT_TYPES = ["stored", "removed", "cleared"] as const;
-const STATUSES: readonly ApplyStatus[] = [
-  "applied",
-  "parent_not_found",
-  "block_not_found",
-  "block_size_mismatch",
-  "invalid_token_count",
-];
 
 const result = (status: ApplyStatus): ApplyResult => Object.freeze({ status, unknownHashes: 0 });
 const APPLIED = result("applied");
@@ -62,10 +53,9 @@ export class RadixTreeIndex implements PrefixIndex {
   readonly #entries: EngineHashTable;
   readonly #hashes = new EngineHashKeys();
   readonly #workers = new WorkerSlots();
-  readonly #aliases = new AliasCounts();
-  readonly #outcomes = new Float64Array(EVENT_TYPES.length * STATUSES.length);
+  readonly #holdings: Holdings;
+  readonly #outcomes = new OutcomeCounter();
   #keys = new Uint32Array(256);
-  #workerBlocks = 0;
 
   constructor(options: RadixTreeOptions) {
     const { blockSize } = options;
@@ -75,23 +65,20 @@ export class RadixTreeIndex implements PrefixIndex {
     this.blockSize = blockSize;
     this.#nodes = new NodeStore(options.initialCapacity);
     this.#entries = new EngineHashTable(options.initialCapacity);
+    this.#holdings = new Holdings(this.#nodes, () => this.#workers.blocks);
   }
 
   applyEvent(worker: WorkerKey, event: KvEvent): ApplyResult {
     const w = this.#workers.ensure(worker);
     let r: ApplyResult;
-    let type: number;
     switch (event.type) {
       case "stored":
-        type = 0;
         r = this.#stored(w, event);
         break;
       case "removed":
-        type = 1;
         r = this.#retier(w, event.blockHashes, tierBit(event.tier), false);
         break;
       case "cleared":
-        type = 2;
         this.#clear(w);
         r = APPLIED;
         break;
@@ -100,7 +87,7 @@ export class RadixTreeIndex implements PrefixIndex {
         throw new TypeError(`unknown event type ${(unknown as { type: unknown }).type}`);
       }
     }
-    this.#outcomes[type * STATUSES.length + statusIndex(r.status)]!++;
+    this.#outcomes.count(event.type, r.status);
     return r;
   }
 
@@ -140,18 +127,11 @@ export class RadixTreeIndex implements PrefixIndex {
   }
 
   stats(): IndexStats {
-    const outcomes: Record<string, number> = {};
-    for (let t = 0; t < EVENT_TYPES.length; t++) {
-      for (let s = 0; s < STATUSES.length; s++) {
-        const v = this.#outcomes[t * STATUSES.length + s]!;
-        if (v > 0) outcomes[`${EVENT_TYPES[t]}/${STATUSES[s]}`] = v;
-      }
-    }
     return {
       nodes: this.#nodes.live,
       workers: this.#workers.count,
-      workerBlocks: this.#workerBlocks,
-      outcomes,
+      workerBlocks: this.#holdings.total,
+      outcomes: this.#outcomes.toRecord(),
     };
   }
 
@@ -210,7 +190,7 @@ export class RadixTreeIndex implements PrefixIndex {
     if (e < 0) {
       entries.insert(wk, hk.hi, hk.lo, node, bit);
       if (hk.kind !== 0) hk.retain(hk.lo);
-      this.#attach(node, w, bit);
+      this.#holdings.attach(node, w, bit);
       return;
     }
     const meta = entries.meta(e);
@@ -219,7 +199,7 @@ export class RadixTreeIndex implements PrefixIndex {
     if (old === node) {
       if ((mask & bit) === 0) {
         entries.setMeta(e, meta | bit);
-        this.#changeMask(node, w, mask, mask | bit);
+        this.#holdings.change(node, w, mask, mask | bit);
       }
       return;
     }
@@ -228,8 +208,8 @@ export class RadixTreeIndex implements PrefixIndex {
     // old placement is stale. Move the entry; the new placement has only this tier.
     entries.setNode(e, node);
     entries.setMeta(e, (meta & ~TIER_BITS) | bit);
-    this.#changeMask(old, w, mask, 0);
-    this.#attach(node, w, bit);
+    this.#holdings.change(old, w, mask, 0);
+    this.#holdings.attach(node, w, bit);
     this.#prune(old);
   }
 
@@ -252,14 +232,14 @@ export class RadixTreeIndex implements PrefixIndex {
       if (add) {
         if ((mask & bit) !== 0) continue;
         entries.setMeta(e, meta | bit);
-        this.#changeMask(node, w, mask, mask | bit);
+        this.#holdings.change(node, w, mask, mask | bit);
       } else {
         if ((mask & bit) === 0) {
           unknown++;
           continue;
         }
         const left = mask & ~bit;
-        this.#changeMask(node, w, mask, left);
+        this.#holdings.change(node, w, mask, left);
         if (left === 0) {
           this.#dropEntry(e);
           this.#prune(node);
@@ -280,7 +260,7 @@ export class RadixTreeIndex implements PrefixIndex {
       const meta = entries.meta(e);
       if (meta === FREE || meta >>> 4 !== w) continue;
       const node = entries.node(e);
-      this.#changeMask(node, w, meta & TIER_BITS, 0);
+      this.#holdings.change(node, w, meta & TIER_BITS, 0);
       this.#dropEntry(e);
       this.#prune(node);
     }
@@ -297,43 +277,6 @@ export class RadixTreeIndex implements PrefixIndex {
     const entries = this.#entries;
     if ((entries.meta(e) >>> 3) & 1) this.#hashes.release(entries.lo(e));
     entries.remove(e);
-  }
-
-  /** A new entry of worker `w` with tiers `mask` on `node`. */
-  #attach(node: number, w: number, mask: number): void {
-    const nodes = this.#nodes;
-    const k = nodes.holderIndex(node, w);
-    if (k < 0) {
-      nodes.addHolder(node, (w << 4) | mask);
-      this.#workers.blocks[w]!++;
-      this.#workerBlocks++;
-      return;
-    }
-    const word = nodes.holderWord(node, k);
-    const union =
-      word & ALIASED
-        ? this.#aliases.change(node, w, 0, mask)
-        : this.#aliases.start(node, w, word & TIER_BITS, mask);
-    nodes.setHolderWord(node, k, (w << 4) | ALIASED | union);
-  }
-
-  /** One existing entry of worker `w` on `node` changes tiers `from` → `to` (0 = gone). */
-  #changeMask(node: number, w: number, from: number, to: number): void {
-    const nodes = this.#nodes;
-    const k = nodes.holderIndex(node, w);
-    const word = nodes.holderWord(node, k);
-    if ((word & ALIASED) === 0) {
-      if (to !== 0) {
-        nodes.setHolderWord(node, k, (w << 4) | to);
-        return;
-      }
-      nodes.removeHolder(node, k);
-      this.#workers.blocks[w]!--;
-      this.#workerBlocks--;
-      return;
-    }
-    const r = this.#aliases.change(node, w, from, to);
-    nodes.setHolderWord(node, k, r >= 0 ? (w << 4) | ALIASED | r : (w << 4) | (-1 - r));
   }
 
   /** Frees `node` and then its ancestors while they have neither holders nor children. */
@@ -354,25 +297,6 @@ function tierBit(tier: Tier): number {
     default: {
       const unknown: never = tier;
       throw new TypeError(`unknown tier ${String(unknown)}`);
-    }
-  }
-}
-
-function statusIndex(status: ApplyStatus): number {
-  switch (status) {
-    case "applied":
-      return 0;
-    case "parent_not_found":
-      return 1;
-    case "block_not_found":
-      return 2;
-    case "block_size_mismatch":
-      return 3;
-    case "invalid_token_count":
-      return 4;
-    default: {
-      const unknown: never = status;
-      throw new TypeError(`unknown status ${String(unknown)}`);
     }
   }
 }
