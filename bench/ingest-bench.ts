@@ -5,8 +5,10 @@
  *   loopback ZeroMQ; this process runs a `KvEventSubscriber` into a `RadixTreeIndex`.
  *   Timed from `go` until the subscriber has handled the last seq.
  * - in-process, over the same payloads (regenerated from the same seed): decode only
- *   (the floor the transport is compared with; best of 3) and decode + apply without
- *   ZeroMQ (best of 2).
+ *   (the floor the transport is compared with) and decode + apply without ZeroMQ.
+ *
+ * The shared machine is noisy: one untimed warm-up pass first (JIT), e2e best of 2 runs,
+ * in-process best of 3.
  *
  * A block is one hash of a `BlockStored` or `BlockRemoved` event. The last line printed
  * is one JSON object. Usage: `npm run bench:ingest [-- '{"blocks":3000000}']`.
@@ -122,10 +124,10 @@ function bestOf(runs: number, fn: () => void): number {
   return best;
 }
 
-function inProcess() {
+function inProcess(runs: number) {
   const workload = generateWorkload(options);
   let decodedBlocks = 0;
-  const decodeSeconds = bestOf(3, () => {
+  const decodeSeconds = bestOf(runs, () => {
     decodedBlocks = 0;
     for (const p of workload.payloads) {
       const r = decodeEventBatch(p);
@@ -136,7 +138,7 @@ function inProcess() {
     }
   });
   if (decodedBlocks !== workload.blocks) throw new Error("block count mismatch");
-  const applySeconds = bestOf(2, () => {
+  const applySeconds = bestOf(runs, () => {
     const index = new RadixTreeIndex({ blockSize: 16 });
     for (const p of workload.payloads) {
       const r = decodeEventBatch(p);
@@ -154,22 +156,33 @@ function inProcess() {
 
 async function main(): Promise<void> {
   console.log(`ingest bench: ${JSON.stringify(options)}`);
-  const e2e = await endToEnd();
+  // Warm the JIT on the decode and apply paths first: a router runs for days, so the
+  // steady state is what counts; the in-process figures below are warm too.
+  const warm = inProcess(1);
   console.log(
-    `e2e (child PUB → SUB → decode → RadixTreeIndex): ${e2e.blocks} blocks in ${e2e.batches} batches, ` +
-      `${e2e.seconds.toFixed(2)} s → ${Math.round(e2e.blocksPerS)} blocks/s ` +
-      `(publisher sent in ${e2e.sendSeconds.toFixed(2)} s)`,
+    `warm-up pass (in-process): decode only ${Math.round(warm.decodeOnlyBlocksPerS)} blocks/s`,
   );
-  console.log(
-    `  gaps ${e2e.gaps}, replays ${e2e.replays} (${e2e.replayedBatches} batches), ` +
-      `resets ${JSON.stringify(e2e.resets)}, decode errors ${JSON.stringify(e2e.decodeErrors)}, ` +
-      `send errors ${e2e.sendErrors}, not applied ${JSON.stringify(e2e.notApplied)}`,
-  );
-  const local = inProcess();
+  const runs = [];
+  for (let i = 0; i < 2; i++) {
+    const e2e = await endToEnd();
+    runs.push(e2e);
+    console.log(
+      `e2e run ${i + 1} (child PUB → SUB → decode → RadixTreeIndex): ${e2e.blocks} blocks in ` +
+        `${e2e.batches} batches, ${e2e.seconds.toFixed(2)} s → ${Math.round(e2e.blocksPerS)} ` +
+        `blocks/s (publisher sent in ${e2e.sendSeconds.toFixed(2)} s)`,
+    );
+    console.log(
+      `  gaps ${e2e.gaps}, replays ${e2e.replays} (${e2e.replayedBatches} batches), ` +
+        `resets ${JSON.stringify(e2e.resets)}, decode errors ${JSON.stringify(e2e.decodeErrors)}, ` +
+        `send errors ${e2e.sendErrors}, not applied ${JSON.stringify(e2e.notApplied)}`,
+    );
+  }
+  const e2e = runs.reduce((a, b) => (b.blocksPerS > a.blocksPerS ? b : a));
+  const local = inProcess(3);
   console.log(
     `in-process over the same ${local.megabytes.toFixed(1)} MB: decode only ` +
       `${Math.round(local.decodeOnlyBlocksPerS)} blocks/s, decode + apply ` +
-      `${Math.round(local.decodeApplyBlocksPerS)} blocks/s`,
+      `${Math.round(local.decodeApplyBlocksPerS)} blocks/s (best of 3)`,
   );
   const ratio = e2e.blocksPerS / local.decodeOnlyBlocksPerS;
   console.log(`e2e / decode-only = ${ratio.toFixed(2)} (target ≥ 0.5; e2e target ≥ 500000)`);
@@ -181,9 +194,10 @@ async function main(): Promise<void> {
       e2e_over_decode_only: Number(ratio.toFixed(3)),
       blocks: e2e.blocks,
       batches: e2e.batches,
-      gaps: e2e.gaps,
-      replays: e2e.replays,
-      resets: e2e.resets,
+      e2e_runs_blocks_per_s: runs.map((r) => Math.round(r.blocksPerS)),
+      gaps: runs.reduce((n, r) => n + r.gaps, 0),
+      replays: runs.reduce((n, r) => n + r.replays, 0),
+      resets: runs.map((r) => r.resets),
     }),
   );
 }

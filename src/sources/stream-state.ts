@@ -91,7 +91,8 @@ export class StreamCounters {
   batches = 0;
   replayedBatches = 0;
   duplicates = 0;
-  readonly events = new Map<string, number>();
+  /** type → status → count; flattened to `${type}/${status}` only in snapshots. */
+  readonly #events = new Map<string, Map<string, number>>();
   readonly skipped: SkipCounts = { unknownTag: 0, nonMainGroup: 0, unknownKeys: 0 };
   gaps = 0;
   replays = 0;
@@ -102,10 +103,23 @@ export class StreamCounters {
   dpRankMismatches = 0;
   applyErrors = 0;
 
-  /** Count one applied event outcome. */
+  /** Count one applied event outcome (hot path: no string building). */
   countEvent(type: string, status: string): void {
-    const key = `${type}/${status}`;
-    this.events.set(key, (this.events.get(key) ?? 0) + 1);
+    let byStatus = this.#events.get(type);
+    if (byStatus === undefined) {
+      byStatus = new Map();
+      this.#events.set(type, byStatus);
+    }
+    byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
+  }
+
+  /** Event outcomes as `${type}/${status}` → count. */
+  eventCounts(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [type, byStatus] of this.#events) {
+      for (const [status, n] of byStatus) out[`${type}/${status}`] = n;
+    }
+    return out;
   }
 
   countDecodeError(code: string): void {
@@ -129,7 +143,7 @@ export class StreamCounters {
       batches: this.batches,
       replayedBatches: this.replayedBatches,
       duplicates: this.duplicates,
-      events: Object.fromEntries(this.events),
+      events: this.eventCounts(),
       skipped: { ...this.skipped },
       gaps: this.gaps,
       replays: this.replays,
