@@ -1,0 +1,126 @@
+/**
+ * `kvrouter demo` as a real process tree (router + simulated workers on loopback): the
+ * quick run ends by itself with exit 0, the kv-aware policy gets a higher prefix hit rate
+ * than round-robin on the same workload, every request is accounted for, and no process
+ * the demo started survives it — neither after a normal run nor after SIGTERM mid-run.
+ */
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { describe, expect, it } from "vitest";
+
+/** Generous: the machine is shared; this bounds a hang, it is not a timing assertion. */
+const RUN_LIMIT_MS = 90_000;
+
+function demo(args: string[]): ChildProcess {
+  // The demo is the direct child (no tsx wrapper), so its own children are the ones it reports.
+  return spawn(process.execPath, ["--import", "tsx", "src/cli.ts", "demo", ...args], {
+    cwd: process.cwd(),
+    env: Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !k.startsWith("KVROUTER_")),
+    ),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+interface Finished {
+  readonly code: number | null;
+  readonly stdout: string[];
+  readonly stderr: string[];
+}
+
+/** Collect output until exit; SIGKILL the demo if it outlives `RUN_LIMIT_MS`. */
+function finished(child: ChildProcess, onStderr: (line: string) => void = () => {}) {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  createInterface({ input: child.stdout! }).on("line", (l) => stdout.push(l));
+  createInterface({ input: child.stderr! }).on("line", (l) => {
+    stderr.push(l);
+    onStderr(l);
+  });
+  return new Promise<Finished>((resolve) => {
+    const timer = setTimeout(() => child.kill("SIGKILL"), RUN_LIMIT_MS);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      // Let readline deliver the last lines.
+      setImmediate(() => resolve({ code, stdout, stderr }));
+    });
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+interface PolicyFigures {
+  readonly requests: number;
+  readonly errors: number;
+  readonly hitRate: number;
+  readonly ttftMeanMs: number;
+  readonly requestsPerWorker: Record<string, number>;
+}
+
+interface DemoJson {
+  readonly workers: number;
+  readonly requests: number;
+  readonly pids: { router: number; workers: number[] };
+  readonly kv: PolicyFigures;
+  readonly roundRobin: PolicyFigures;
+}
+
+describe("kvrouter demo", () => {
+  it(
+    "--quick --json: exits 0, kv-aware beats round-robin on hit rate, leaves no process",
+    async () => {
+      const run = await finished(demo(["--quick", "--json", "--seed", "7"]));
+      const context = `stderr:\n${run.stderr.join("\n")}`;
+      expect(run.code, context).toBe(0);
+      const out = JSON.parse(run.stdout.at(-1) ?? "") as DemoJson;
+
+      expect(out.workers).toBe(4);
+      expect(out.pids.workers).toHaveLength(4);
+      for (const p of [out.kv, out.roundRobin]) {
+        expect(p.errors).toBe(0);
+        expect(p.requests).toBe(out.requests);
+        expect(Object.keys(p.requestsPerWorker)).toHaveLength(4);
+        expect(Object.values(p.requestsPerWorker).reduce((a, b) => a + b, 0)).toBe(out.requests);
+        expect(p.ttftMeanMs).toBeGreaterThan(0);
+      }
+      // Round-robin deals the requests out evenly.
+      for (const n of Object.values(out.roundRobin.requestsPerWorker)) {
+        expect(Math.abs(n - out.requests / 4)).toBeLessThanOrEqual(1);
+      }
+      // Follow-up turns find their conversation on the worker the router chose.
+      expect(out.kv.hitRate).toBeGreaterThan(out.roundRobin.hitRate);
+
+      for (const pid of [out.pids.router, ...out.pids.workers]) {
+        expect(alive(pid), `pid ${pid} still running`).toBe(false);
+      }
+    },
+    RUN_LIMIT_MS + 10_000,
+  );
+
+  it(
+    "SIGTERM mid-run: stops the router and every worker, exits 143",
+    async () => {
+      const child = demo(["--quick"]);
+      let pids: number[] = [];
+      const run = await finished(child, (line) => {
+        // "demo: router http://… (pid R), workers pids A, B, C, D": the fleet is up.
+        const m = /\(pid (\d+)\), workers pids ([\d, ]+)$/.exec(line);
+        if (m === null) return;
+        pids = [Number(m[1]), ...m[2]!.split(", ").map(Number)];
+        child.kill("SIGTERM");
+      });
+      expect(pids, `stderr:\n${run.stderr.join("\n")}`).toHaveLength(5);
+      expect(run.code).toBe(143);
+      for (const pid of pids) expect(alive(pid), `pid ${pid} still running`).toBe(false);
+    },
+    RUN_LIMIT_MS + 10_000,
+  );
+});
