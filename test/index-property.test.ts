@@ -36,7 +36,11 @@ const HASHES: EngineBlockHash[] = [
 const MEDIUMS = [null, "GPU", "CPU", "DISK"] as const;
 const LORAS = [null, "", "sql"] as const;
 
-type Command = { kind: "event"; w: number; event: KvEvent } | { kind: "removeWorker"; w: number };
+type Command =
+  | { kind: "event"; w: number; event: KvEvent }
+  | { kind: "removeWorker"; w: number }
+  /** Re-send a stored event seen `back` stored events ago (vLLM's duplicate copies). */
+  | { kind: "repeat"; back: number };
 
 const worker = fc.nat(WORKERS.length - 1);
 const hash = fc.constantFrom(...HASHES);
@@ -111,6 +115,7 @@ const command: fc.Arbitrary<Command> = fc.oneof(
     weight: 1,
   },
   { arbitrary: worker.map((w): Command => ({ kind: "removeWorker", w })), weight: 1 },
+  { arbitrary: fc.nat(3).map((back): Command => ({ kind: "repeat", back })), weight: 2 },
 );
 
 /** Every 3-block prompt over the vocabulary, plus one block too many for any chain. */
@@ -137,7 +142,15 @@ describe("RadixTreeIndex against a brute-force model", () => {
       fc.property(fc.array(command, { minLength: 1, maxLength: 40 }), (commands) => {
         const index = new RadixTreeIndex({ blockSize: BS, initialCapacity: 16 });
         const model = new ReferenceIndex(BS);
-        for (const c of commands) {
+        const storedSeen: { w: number; event: KvEvent }[] = [];
+        for (let c of commands) {
+          if (c.kind === "repeat") {
+            const prev = storedSeen[storedSeen.length - 1 - c.back];
+            if (prev === undefined) continue;
+            c = { kind: "event", ...prev };
+          } else if (c.kind === "event" && c.event.type === "stored") {
+            storedSeen.push({ w: c.w, event: c.event });
+          }
           const key = WORKERS[c.w]!;
           if (c.kind === "removeWorker") {
             index.removeWorker(key);

@@ -13,6 +13,8 @@ import type { WorkerKey } from "../src/protocol/worker.js";
 interface Holding {
   node: string;
   tiers: Set<Tier>;
+  /** Extra physical copies per tier (the same block stored again under the same hash). */
+  copies: Map<Tier, number>;
 }
 interface ModelNode {
   lora: string;
@@ -107,6 +109,11 @@ export class ReferenceIndex {
             unknown++;
             continue;
           }
+          const extra = h.copies.get(event.tier) ?? 0;
+          if (extra > 0) {
+            h.copies.set(event.tier, extra - 1);
+            continue;
+          }
           h.tiers.delete(event.tier);
           if (h.tiers.size === 0) held.delete(hash);
         }
@@ -144,8 +151,11 @@ export class ReferenceIndex {
           const id = nodeId(lora, prefix);
           if (!this.nodes.has(id)) this.nodes.set(id, { lora, tokens: prefix, parent: parentId });
           const h = held.get(hash);
-          if (h !== undefined && h.node === id) h.tiers.add(event.tier);
-          else held.set(hash, { node: id, tiers: new Set([event.tier]) });
+          if (h !== undefined && h.node === id) {
+            if (h.tiers.has(event.tier)) {
+              h.copies.set(event.tier, (h.copies.get(event.tier) ?? 0) + 1);
+            } else h.tiers.add(event.tier);
+          } else held.set(hash, { node: id, tiers: new Set([event.tier]), copies: new Map() });
           parentId = id;
         });
         return ok("applied");

@@ -214,11 +214,29 @@ describe("RadixTreeIndex", () => {
     expect(index.stats().outcomes["cleared/applied"]).toBe(1);
   });
 
-  it("keeps a re-stored hash consistent: same block is idempotent, a new block moves it", () => {
+  it("counts copies of a re-stored block: it stays until its last copy is removed", () => {
+    // vLLM caches a block computed by two concurrent requests twice, announcing each copy.
     const index = new RadixTreeIndex({ blockSize: BS });
     index.applyEvent(A, stored([h(1), h(2)], null, P.slice(0, 8)));
-    index.applyEvent(A, stored([h(1), h(2)], null, P.slice(0, 8)));
+    index.applyEvent(A, stored([h(2)], h(1), P.slice(4, 8)));
     expect(index.stats()).toMatchObject({ nodes: 2, workerBlocks: 2 });
+    index.applyEvent(A, removed([h(2)]));
+    expect(match(index, P)).toEqual({ [A]: m(2, 2, 2, 2) });
+    expect(index.applyEvent(A, removed([h(2)])).status).toBe("applied");
+    expect(match(index, P)).toEqual({ [A]: m(1, 1, 1, 1) });
+    expect(index.applyEvent(A, removed([h(2)])).status).toBe("block_not_found");
+    // A clear forgets the copies too.
+    index.applyEvent(A, stored([h(2)], h(1), P.slice(4, 8)));
+    index.applyEvent(A, stored([h(2)], h(1), P.slice(4, 8)));
+    index.applyEvent(A, { type: "cleared" });
+    index.applyEvent(A, stored([h(1), h(2)], null, P.slice(0, 8)));
+    index.applyEvent(A, removed([h(2)]));
+    expect(match(index, P)).toEqual({ [A]: m(1, 1, 1, 1) });
+  });
+
+  it("moves a hash that names another block", () => {
+    const index = new RadixTreeIndex({ blockSize: BS });
+    index.applyEvent(A, stored([h(1), h(2)], null, P.slice(0, 8)));
     // h(2) now names another block (under a different parent): the old placement is stale.
     index.applyEvent(A, stored([h(5), h(2)], null, tokens(block(70), block(80))));
     expect(match(index, P)).toEqual({ [A]: m(1, 1, 1, 3) });

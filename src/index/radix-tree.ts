@@ -55,6 +55,12 @@ export class RadixTreeIndex implements PrefixIndex {
   readonly #workers = new WorkerSlots();
   readonly #holdings: Holdings;
   readonly #outcomes = new OutcomeCounter();
+  /**
+   * Extra physical copies of one (worker, tier, engine hash). vLLM caches a block computed
+   * by two concurrent requests twice and announces (and later removes) each copy, so the
+   * hash stays cached until its last copy is removed. Rare; keyed `${w}:${bit}:${hash}`.
+   */
+  readonly #copies = new Map<string, number>();
   #keys = new Uint32Array(256);
 
   constructor(options: RadixTreeOptions) {
@@ -200,12 +206,18 @@ export class RadixTreeIndex implements PrefixIndex {
       if ((mask & bit) === 0) {
         entries.setMeta(e, meta | bit);
         this.#holdings.change(node, w, mask, mask | bit);
+      } else {
+        const ck = copyKey(w, bit, hash);
+        this.#copies.set(ck, (this.#copies.get(ck) ?? 0) + 1);
       }
       return;
     }
     // The engine reused the hash for another block (e.g. re-stored under a new parent
     // after an eviction we did not see): an engine hash names one block at a time, so the
     // old placement is stale. Move the entry; the new placement has only this tier.
+    if (this.#copies.size > 0) {
+      for (const b of [GPU, HOST, DISK]) this.#copies.delete(copyKey(w, b, hash));
+    }
     entries.setNode(e, node);
     entries.setMeta(e, (meta & ~TIER_BITS) | bit);
     this.#holdings.change(old, w, mask, 0);
@@ -238,6 +250,7 @@ export class RadixTreeIndex implements PrefixIndex {
           unknown++;
           continue;
         }
+        if (this.#copies.size > 0 && this.#dropCopy(w, bit, hashes[i]!)) continue;
         const left = mask & ~bit;
         this.#holdings.change(node, w, mask, left);
         if (left === 0) {
@@ -252,8 +265,22 @@ export class RadixTreeIndex implements PrefixIndex {
     return { status: "block_not_found", unknownHashes: unknown };
   }
 
+  /** Removes one extra copy of (w, tier, hash) if there is one. */
+  #dropCopy(w: number, bit: number, hash: EngineBlockHash): boolean {
+    const ck = copyKey(w, bit, hash);
+    const n = this.#copies.get(ck);
+    if (n === undefined) return false;
+    if (n > 1) this.#copies.set(ck, n - 1);
+    else this.#copies.delete(ck);
+    return true;
+  }
+
   /** Every block of worker `w` goes (its slot stays registered). */
   #clear(w: number): void {
+    if (this.#copies.size > 0) {
+      const prefix = `${w}:`;
+      for (const k of this.#copies.keys()) if (k.startsWith(prefix)) this.#copies.delete(k);
+    }
     const entries = this.#entries;
     const top = entries.top;
     for (let e = 0; e < top; e++) {
@@ -284,6 +311,10 @@ export class RadixTreeIndex implements PrefixIndex {
     const nodes = this.#nodes;
     while (node >= 0 && nodes.isUnused(node)) node = nodes.free(node);
   }
+}
+
+function copyKey(w: number, bit: number, hash: EngineBlockHash): string {
+  return `${w}:${bit}:${hash}`;
 }
 
 function tierBit(tier: Tier): number {
