@@ -195,14 +195,19 @@ export function createMetrics(registry: Registry, sources: MetricSources): Route
   indexGauge("kvrouter_index_workers", "Workers present in the index", (s) => s.workers);
 
   registerLoadMetrics(registry, sources);
+  // Children bound once: the hot path skips hashing the label set on every observation.
+  const hashing = latency.labels({ phase: "hashing" });
+  const matching = latency.labels({ phase: "matching" });
+  const scoring = latency.labels({ phase: "scoring" });
+  const total = latency.labels({ phase: "total" });
   return {
     recordDecision(worker, reason, overlapRatio, phases) {
       decisions.inc({ worker, reason });
       overlap.observe(overlapRatio);
-      latency.observe({ phase: "hashing" }, phases.hashingMs / 1000);
-      latency.observe({ phase: "matching" }, phases.matchingMs / 1000);
-      latency.observe({ phase: "scoring" }, phases.scoringMs / 1000);
-      latency.observe({ phase: "total" }, phases.totalMs / 1000);
+      hashing.observe(phases.hashingMs / 1000);
+      matching.observe(phases.matchingMs / 1000);
+      scoring.observe(phases.scoringMs / 1000);
+      total.observe(phases.totalMs / 1000);
     },
     recordFailure(code) {
       failures.inc({ code });
