@@ -9,8 +9,12 @@
  * `is*`/`try*` probes so the caller can name the field.
  */
 
-import { type EngineBlockHash, engineHashFromBytes, engineHashFromString } from "./engine-hash.js";
-import { hashFromU32Pair } from "./hash-hex.js";
+import {
+  type EngineBlockHash,
+  engineHashFromBytes,
+  engineHashFromString,
+  engineHashFromU32Pair as hashFromU32Pair,
+} from "./engine-hash.js";
 import type { StrTable } from "./str-table.js";
 
 /** `tryStrId`: the next value is a string, but not one of the table's. */
