@@ -76,7 +76,7 @@ export class Fleet implements FleetControl {
           replayEndpoint: w.replayEndpoint,
           topic: w.topic,
           dataParallelSize: w.dpSize,
-          format: w.kind === "mooncake-store" ? "mooncake" : "vllm",
+          format: w.kind === "mooncake-store" ? "mooncake" : w.kind,
         });
       }
     } catch (err) {

@@ -28,7 +28,10 @@ export interface StreamDecoder {
 export function createStreamDecoder(format: StreamFormat): StreamDecoder {
   switch (format) {
     case "vllm":
-      return { decode: (payload) => decodeEventBatch(payload), reset: () => {} };
+    case "sglang": {
+      const options = { fieldOrder: format } as const;
+      return { decode: (payload) => decodeEventBatch(payload, options), reset: () => {} };
+    }
     case "mooncake": {
       const adapter = new MooncakeStoreAdapter();
       return {

@@ -7,8 +7,12 @@
 import type { SkipCounts } from "../protocol/decode-error.js";
 import type { WorkerKey } from "../protocol/worker.js";
 
-/** Which wire format a stream carries. */
-export type StreamFormat = "vllm" | "mooncake";
+/**
+ * The wire dialect of a stream. vLLM and SGLang share the envelope and tags but their
+ * array-form `BlockStored` fields differ after `medium`; knowing the engine avoids
+ * guessing (the codec's "auto" order) on ambiguous 7-field events.
+ */
+export type StreamFormat = "vllm" | "sglang" | "mooncake";
 
 /**
  * Why a worker's index entries were dropped:
