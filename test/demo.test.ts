@@ -95,8 +95,9 @@ describe("kvrouter demo", () => {
       for (const n of Object.values(out.roundRobin.requestsPerWorker)) {
         expect(Math.abs(n - out.requests / 4)).toBeLessThanOrEqual(1);
       }
-      // Follow-up turns find their conversation on the worker the router chose.
-      expect(out.kv.hitRate).toBeGreaterThan(out.roundRobin.hitRate);
+      // Follow-up turns find their conversation on the worker the router chose: ~17 points
+      // better here; a router that ignores the cache (prefill weight 0) ties round-robin.
+      expect(out.kv.hitRate).toBeGreaterThan(out.roundRobin.hitRate + 0.05);
 
       for (const pid of [out.pids.router, ...out.pids.workers]) {
         expect(alive(pid), `pid ${pid} still running`).toBe(false);

@@ -130,8 +130,8 @@ export class ChildGroup {
       stdio: ["ignore", "pipe", "pipe"],
       env,
     });
-    if (proc.pid === undefined) throw new Error(`cannot start ${name}: no pid`);
-    const child = new Child(name, proc);
+    const child = new Child(name, proc); // listens for 'error' before anything can emit it
+    if (proc.pid === undefined) throw new Error(`cannot start ${name} (${process.execPath})`);
     this.#children.push(child);
     return child;
   }
