@@ -59,7 +59,27 @@ function describe(opts: DemoOptions, workload: Workload): string {
   ].join("\n");
 }
 
+/** `--stay`: the fleet runs until a signal; the router's API is the whole interface. */
+async function stay(opts: DemoOptions, group: ChildGroup, signal: AbortSignal): Promise<number> {
+  const fleet = await abortable(launchFleet(group, opts.workers, opts.sim, opts.seed), signal);
+  try {
+    const lines = fleet.workers.map((w) => `  ${w.id.padEnd(8)} ${w.url}  (pid ${w.pid})`);
+    process.stdout.write(
+      `kvrouter is routing for ${opts.workers} simulated vLLM workers:\n` +
+        `  router   ${fleet.routerUrl}  (pid ${fleet.routerPid})\n${lines.join("\n")}\n\n` +
+        `try:  curl -s ${fleet.routerUrl}/v1/workers\n` +
+        `      curl -s ${fleet.routerUrl}/v1/route -H 'content-type: application/json' -d '{"token_ids":[1,2,3]}'\n` +
+        "Ctrl-C stops everything.\n",
+    );
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
+    return 0;
+  } finally {
+    await fleet.cleanup();
+  }
+}
+
 async function runDemo(opts: DemoOptions, group: ChildGroup, signal: AbortSignal): Promise<number> {
+  if (opts.stay) return stay(opts, group, signal);
   const workload = generateWorkload(opts.workload, opts.seed);
   progress(`starting the router and ${opts.workers} simulated workers…`);
   let fleet: DemoFleet | null = null;
@@ -128,6 +148,7 @@ export async function main(argv: string[]): Promise<number> {
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
+    // With --stay a signal is the normal way to stop: it returns 0.
     return await runDemo(opts, group, abort.signal);
   } catch (err) {
     if (caught !== null) {

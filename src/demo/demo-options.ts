@@ -35,6 +35,8 @@ export interface DemoOptions {
   readonly seed: number;
   readonly json: boolean;
   readonly quick: boolean;
+  /** Start the fleet and keep it running until SIGINT/SIGTERM; send no workload. */
+  readonly stay: boolean;
   readonly workload: WorkloadShape;
   readonly sim: SimTiming;
 }
@@ -50,6 +52,8 @@ with round-robin routing on the same (reset) workers, and prints both side by si
   --seed <n>             workload seed, 0..2^32-1 (default 1)
   --json                 also print one JSON object with both policies' figures (last line)
   --quick                a smaller workload (for tests; ~10 s)
+  --stay                 send no workload: start the router and the workers, print their
+                         URLs, and keep them running until Ctrl-C (this is \`npm start\`)
   -h, --help             this text
 `;
 
@@ -106,6 +110,7 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions | "help" {
   let seed = 1;
   let json = false;
   let quick = false;
+  let stay = false;
   let conversations: number | null = null;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
@@ -132,11 +137,14 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions | "help" {
       case "--quick":
         quick = true;
         break;
+      case "--stay":
+        stay = true;
+        break;
       default:
         throw new DemoUsageError(`unknown option '${arg}'`);
     }
   }
   const base = quick ? QUICK_WORKLOAD : FULL_WORKLOAD;
   const workload = conversations === null ? base : { ...base, conversations };
-  return { workers, seed, json, quick, workload, sim: DEMO_SIM };
+  return { workers, seed, json, quick, stay, workload, sim: DEMO_SIM };
 }
