@@ -124,4 +124,56 @@ describe("kvrouter demo", () => {
     },
     RUN_LIMIT_MS + 10_000,
   );
+
+  it(
+    "--stay (npm start): the router answers with every worker ready; SIGINT stops all, exit 0",
+    async () => {
+      const child = demo(["--stay", "--workers", "2"]);
+      const pids: number[] = [];
+      let ready: Promise<{ status: number; workers: number; routed: string }> | null = null;
+      const stdoutLines: string[] = [];
+      createInterface({ input: child.stdout! }).on("line", (line) => {
+        stdoutLines.push(line);
+        const m = /^\s+(router|sim-\d+)\s+(http:\S+)\s+\(pid (\d+)\)$/.exec(line);
+        if (m !== null) pids.push(Number(m[3]));
+        if (m?.[1] === "router") {
+          const url = m[2]!;
+          ready = (async () => {
+            const readyz = await fetch(`${url}/readyz`);
+            const workers = (await (await fetch(`${url}/v1/workers`)).json()) as {
+              workers: unknown[];
+            };
+            const route = (await (
+              await fetch(`${url}/v1/route`, {
+                method: "POST",
+                headers: { "content-type": "application/json" },
+                body: JSON.stringify({ token_ids: Array.from({ length: 40 }, (_, i) => i) }),
+              })
+            ).json()) as { worker: { id: string } };
+            return {
+              status: readyz.status,
+              workers: workers.workers.length,
+              routed: route.worker.id,
+            };
+          })().finally(() => child.kill("SIGINT"));
+        }
+      });
+      const code = await new Promise<number | null>((resolve) => {
+        const timer = setTimeout(() => child.kill("SIGKILL"), RUN_LIMIT_MS);
+        child.once("exit", (c) => {
+          clearTimeout(timer);
+          resolve(c);
+        });
+      });
+      expect(ready, stdoutLines.join("\n")).not.toBeNull();
+      const seen = await ready!;
+      expect(seen.status).toBe(200);
+      expect(seen.workers).toBe(2);
+      expect(seen.routed).toMatch(/^sim-[01]$/);
+      expect(code).toBe(0);
+      expect(pids).toHaveLength(3);
+      for (const pid of pids) expect(alive(pid), `pid ${pid} still running`).toBe(false);
+    },
+    RUN_LIMIT_MS + 10_000,
+  );
 });
