@@ -80,15 +80,21 @@ describe("determinism and the kv policy", () => {
   });
 
   it("applies every KV event of an evicting fleet to the router's index", () => {
-    const [kv, rr] = comparePolicies(slice, {
-      ...base,
-      policies: ["kv", "round_robin"],
-      capacityBlocks: 20_000,
-    });
+    const [kv] = comparePolicies(slice, { ...base, policies: ["kv"], capacityBlocks: 20_000 });
     expect(kv!.evictions).toBeGreaterThan(0);
     expect(kv!.eventProblems).toEqual({});
-    // Routing on the index must find more prefix than cache-blind routing does.
-    expect(kv!.summary.hitRate).toBeGreaterThan(rr!.summary.hitRate);
+  });
+
+  it("routes follow-up turns to their cache on a fleet with spare capacity", () => {
+    const fast = { ...DEFAULT_TIMING, prefillTokensPerSec: 50_000 };
+    const [kv, rr] = comparePolicies(slice, {
+      ...base,
+      timing: fast,
+      policies: ["kv", "round_robin"],
+    });
+    const ceiling = infiniteCacheCeiling(slice).tokenHits;
+    expect(rr!.summary.hitTokens).toBeLessThan(kv!.summary.hitTokens);
+    expect(kv!.summary.hitTokens).toBeLessThanOrEqual(ceiling);
   });
 });
 

@@ -27,6 +27,12 @@ describe("parseReplayArgs", () => {
     expect(o.scheduler.weights.decode).toBe(0.5);
   });
 
+  it("takes inf to switch the KV exclusions off", () => {
+    const o = parseReplayArgs(["--trace", "t", "--outlier-std-k", "inf", "--kv-hard-cap", "0.9"])!;
+    expect(o.scheduler.outlierStdK).toBe(Number.POSITIVE_INFINITY);
+    expect(o.scheduler.kvHardCap).toBe(0.9);
+  });
+
   it("returns null for --help", () => {
     expect(parseReplayArgs(["--help"])).toBeNull();
   });

@@ -33,6 +33,8 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --weight KEY=VALUE        scheduler weight override (prefill, decode, queue, host, disk,
                             store); repeatable
   --temperature T           scheduler temperature (default: the service default)
+  --outlier-std-k K         exclude workers with KV load above mean + K·std; inf = off
+  --kv-hard-cap X           exclude workers with KV load above X (0..1); inf = off
   --jobs N                  policies run in parallel on worker threads (default: cores)
   --json                    print one JSON object as the last line
   --svg FILE                write the TTFT CDF and hit-rate plot
@@ -75,6 +77,15 @@ function num(
     throw new ReplayUsageError(`--${flag} must be ${what}, got '${v}'`);
   }
   return x;
+}
+function numOrInf(
+  flag: string,
+  v: string | undefined,
+  ok: (x: number) => boolean,
+  what: string,
+): number | undefined {
+  if (v !== undefined && /^(inf|infinity)$/i.test(v.trim())) return Number.POSITIVE_INFINITY;
+  return num(flag, v, ok, what);
 }
 const posInt = (x: number) => Number.isSafeInteger(x) && x > 0;
 const nonNeg = (x: number) => x >= 0;
@@ -140,9 +151,23 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
   let scheduler: SchedulerConfig;
   try {
     const temperature = num("temperature", v.temperature, nonNeg, "a number ≥ 0");
+    const outlierStdK = numOrInf(
+      "outlier-std-k",
+      v["outlier-std-k"],
+      nonNeg,
+      "a number ≥ 0 or inf",
+    );
+    const kvHardCap = numOrInf(
+      "kv-hard-cap",
+      v["kv-hard-cap"],
+      (x) => x > 0,
+      "a number > 0 or inf",
+    );
     scheduler = resolveSchedulerConfig({
       weights: weights as Partial<CostWeights>,
       ...(temperature === undefined ? {} : { temperature }),
+      ...(outlierStdK === undefined ? {} : { outlierStdK }),
+      ...(kvHardCap === undefined ? {} : { kvHardCap }),
     });
     for (const k of Object.keys(weights)) {
       if (!(k in scheduler.weights)) throw new ReplayUsageError(`--weight: unknown weight '${k}'`);
@@ -195,6 +220,8 @@ function parse(argv: readonly string[]) {
       "scrape-interval-ms": { type: "string" },
       weight: { type: "string", multiple: true },
       temperature: { type: "string" },
+      "outlier-std-k": { type: "string" },
+      "kv-hard-cap": { type: "string" },
       jobs: { type: "string" },
       json: { type: "boolean" },
       svg: { type: "string" },

@@ -26,7 +26,7 @@ export interface TimingModel {
 
 /** Defaults chosen so round-robin runs the conversation trace on 8 workers at ~85 % prefill utilisation. */
 export const DEFAULT_TIMING: TimingModel = Object.freeze({
-  prefillTokensPerSec: 5_000,
+  prefillTokensPerSec: 5_200,
   prefillOverheadMs: 20,
   decodeMsPerToken: 25,
   maxNumSeqs: 64,
