@@ -11,6 +11,7 @@ import { VirtualClock } from "./timing.js";
 const BS = 4;
 const OPTS: EngineOptions = {
   prefillTokensPerSec: 1000, // 1 ms per token
+  prefillOverheadMs: 5,
   decodeMsPerToken: 10,
   maxNumSeqs: 2,
   maxModelLen: 64,
@@ -65,7 +66,7 @@ describe("SimEngine", () => {
     const s = setup();
     const a = submit(s, "a", range(0, 20), 3);
     s.clock.runAll();
-    expect(a.times).toEqual([1020, 1030, 1040]);
+    expect(a.times).toEqual([1025, 1035, 1045]); // 5 ms overhead + 20 tokens, then 10 ms each
     expect(a.tokens).toEqual([1020, 1021, 1022]);
     expect(a.outcome).toEqual({
       reason: "length",
@@ -78,7 +79,7 @@ describe("SimEngine", () => {
     const b = submit(s, "b", range(0, 20), 1);
     const start = s.clock.now();
     s.clock.runAll();
-    expect(b.times).toEqual([start + 4]);
+    expect(b.times).toEqual([start + 5 + 4]);
     expect(b.outcome!.cachedTokens).toBe(16);
     expect(s.engine.counters()).toMatchObject({
       running: 0,
@@ -89,24 +90,60 @@ describe("SimEngine", () => {
     });
   });
 
+  it("prefills one prompt at a time, first come first served, decoding beside it", () => {
+    const s = setup();
+    const a = submit(s, "a", range(0, 20), 3);
+    const b = submit(s, "b", range(100, 12), 2);
+    // a prefills; b waits for the prefill server (no slot, no blocks yet).
+    expect(s.engine.counters()).toMatchObject({ running: 1, waiting: 1 });
+    expect(s.engine.cache.usage()).toBeCloseTo(5 / 31);
+    s.clock.runAll();
+    const t1 = 1000 + 5 + 20;
+    const t2 = t1 + 5 + 12;
+    expect(a.times[0]).toBe(t1);
+    expect(b.times[0]).toBe(t2);
+    // a decodes while b prefills: its second token comes before b's first.
+    expect(a.times).toEqual([t1, t1 + 10, t1 + 20]);
+    expect(a.times[1]).toBeLessThan(t2);
+    expect(b.times).toEqual([t2, t2 + 10]);
+  });
+
+  it("shortens a queued prompt's prefill by its cache hit only", () => {
+    const s = setup();
+    submit(s, "warm", range(0, 20), 1);
+    s.clock.runAll();
+    const start = s.clock.now();
+    const cold = submit(s, "cold", range(100, 12), 1);
+    const hit = submit(s, "hit", range(0, 20), 1); // 16 of 20 tokens cached
+    s.clock.runAll();
+    expect(cold.times).toEqual([start + 5 + 12]);
+    expect(hit.times).toEqual([start + 5 + 12 + 5 + 4]);
+    expect(hit.outcome!.cachedTokens).toBe(16);
+  });
+
   it("limits running sequences and serves the waiting queue in order", () => {
     const s = setup();
-    const a = submit(s, "a", range(0, 10), 2);
-    const b = submit(s, "b", range(100, 10), 2);
+    const a = submit(s, "a", range(0, 10), 10);
+    const b = submit(s, "b", range(100, 10), 10);
     const c = submit(s, "c", range(200, 10), 2);
+    s.clock.advance(50); // a and b prefilled and decoding: both slots taken
     expect(s.engine.counters()).toMatchObject({ running: 2, waiting: 1 });
     s.clock.runAll();
-    expect(c.times[0]).toBe(Math.max(a.times[1]!, b.times[1]!) + 10);
+    expect(b.times[0]).toBe(a.times[0]! + 15);
+    // c's prefill starts when a finishes and frees a slot.
+    expect(c.times[0]).toBe(a.times.at(-1)! + 15);
+    expect([a.times[0], b.times[0], c.times[0]]).toEqual([1015, 1030, 1120]);
   });
 
   it("holds a request while KV blocks are short and refuses one that can never fit", () => {
     const s = setup(6, { maxNumSeqs: 8, maxModelLen: 20 }); // 5 usable blocks = 20 tokens
     expect(() => submit(s, "big", range(0, 18), 3)).toThrow(RequestTooLongError);
-    const a = submit(s, "a", range(0, 12), 1); // 3 blocks
-    const b = submit(s, "b", range(100, 12), 1); // 3 more: waits
+    const a = submit(s, "a", range(0, 12), 5); // 3 blocks, 4 by its last token
+    const b = submit(s, "b", range(100, 12), 1); // 3 more: waits for a to finish
+    s.clock.advance(30); // a is decoding, the prefill server is free
     expect(s.engine.counters()).toMatchObject({ running: 1, waiting: 1 });
     s.clock.runAll();
-    expect(b.times[0]).toBeGreaterThan(a.times[0]!);
+    expect(b.times[0]).toBe(a.times.at(-1)! + 5 + 12);
     expect(b.outcome!.reason).toBe("length");
   });
 

@@ -1,19 +1,20 @@
 /**
  * The simulated engine's scheduler: a FIFO waiting queue, a limit on running sequences,
- * admission through the paged KV cache (a request waits while blocks are short), prefill
- * then decode on the injected clock, and vLLM-style preemption (the latest admitted
+ * admission through the paged KV cache (a request waits while blocks are short), one
+ * prefill at a time (FIFO: prefill is compute-bound, so concurrent prompts share the GPU),
+ * decode beside it on the injected clock, and vLLM-style preemption (the latest admitted
  * sequence gives its blocks back and waits again) when a decode step finds no free block.
+ * The timing rules are the trace replay's (`timing.ts`), so both tell the same story.
  *
  * Cache events raised while handling one engine action are flushed together as one batch,
  * as vLLM publishes one batch per engine step.
  */
 
 import { type CacheEvent, type KvCacheOptions, type KvSequence, PagedKvCache } from "./kv-cache.js";
-import { prefillMs, type SimClock, type TimerId, type TimingOptions } from "./timing.js";
+import { prefillMs, type SimClock, type TimerId, type TimingModel } from "./timing.js";
 
-export interface EngineOptions extends TimingOptions {
-  /** Most sequences running at once (vLLM's `max_num_seqs`). */
-  readonly maxNumSeqs: number;
+/** `maxNumSeqs`: most sequences running (prefilling or decoding) at once (vLLM's `max_num_seqs`). */
+export interface EngineOptions extends TimingModel {
   /** Longest prompt + output, in tokens; longer requests are refused at submission. */
   readonly maxModelLen: number;
 }
@@ -75,6 +76,8 @@ export class SimEngine {
   readonly #waiting: Running[] = [];
   readonly #running: Running[] = [];
   readonly #byId = new Map<string, Running>();
+  /** The request whose prefill is being computed (the single prefill server), or null. */
+  #prefilling: Running | null = null;
   #preemptions = 0;
   #promptTokens = 0;
   #generationTokens = 0;
@@ -171,8 +174,17 @@ export class SimEngine {
     }
   }
 
+  /**
+   * Start the waiting head's prefill if the prefill server is free, a running slot is free
+   * and its blocks fit (FIFO: nobody overtakes a head short of blocks). A request holds
+   * its slot and blocks from here until its last token.
+   */
   #admit(): void {
-    while (this.#waiting.length > 0 && this.#running.length < this.#opts.maxNumSeqs) {
+    while (
+      this.#prefilling === null &&
+      this.#waiting.length > 0 &&
+      this.#running.length < this.#opts.maxNumSeqs
+    ) {
       const r = this.#waiting[0]!;
       const got = this.#cache.admit(r.seq);
       if (got === null) return; // FIFO: the head waits for blocks, and so do the others
@@ -183,11 +195,21 @@ export class SimEngine {
         this.#promptTokens += r.req.promptTokens.length;
       }
       const ms = prefillMs(this.#opts, r.seq.tokens.length - got.hitTokens);
-      r.timer = this.#clock.setTimer(ms, () => this.#act(() => this.#sample(r)));
+      this.#prefilling = r;
+      r.timer = this.#clock.setTimer(ms, () => this.#act(() => this.#prefilled(r)));
     }
   }
 
-  /** A forward pass of `r` finished: emit its next token, then schedule the next step. */
+  /** `r`'s prefill finished: it emits its first token; `#sample` starts the next prefill. */
+  #prefilled(r: Running): void {
+    this.#prefilling = null;
+    this.#sample(r);
+  }
+
+  /**
+   * A forward pass of `r` finished: emit its next token, then schedule the next step.
+   * As vLLM's scheduler, a step that preempted nobody then tries to admit waiting requests.
+   */
   #sample(r: Running): void {
     r.timer = null;
     const token = this.#nextToken(r.seq.tokens);
@@ -200,26 +222,31 @@ export class SimEngine {
       this.#admit();
       return;
     }
-    this.#decodeStep(r);
+    if (this.#decodeStep(r)) this.#admit();
   }
 
-  #decodeStep(r: Running): void {
+  /** Make room for `r`'s next token (preempting if short) and time it; false if anyone was preempted. */
+  #decodeStep(r: Running): boolean {
+    let preempted = false;
     while (!this.#cache.grow(r.seq)) {
       const victim = this.#running.at(-1)!;
       this.#preempt(victim);
+      preempted = true;
       if (victim === r) {
         if (this.#running.length === 0) this.#admit();
-        return;
+        return false;
       }
     }
     r.timer = this.#clock.setTimer(this.#opts.decodeMsPerToken, () =>
       this.#act(() => this.#sample(r)),
     );
+    return !preempted;
   }
 
   #preempt(r: Running): void {
     if (r.timer !== null) this.#clock.clearTimer(r.timer);
     r.timer = null;
+    if (this.#prefilling === r) this.#prefilling = null;
     this.#cache.free(r.seq);
     this.#running.splice(this.#running.indexOf(r), 1);
     this.#waiting.unshift(r);
@@ -229,6 +256,7 @@ export class SimEngine {
   #finish(r: Running, reason: FinishReason): void {
     if (r.timer !== null) this.#clock.clearTimer(r.timer);
     r.timer = null;
+    if (this.#prefilling === r) this.#prefilling = null;
     const i = this.#running.indexOf(r);
     if (i >= 0) {
       this.#running.splice(i, 1);

@@ -19,6 +19,8 @@ export interface SimWorkerConfig {
   readonly blockSize: number;
   readonly model: string;
   readonly prefillTokensPerSec: number;
+  /** Fixed time per prefill, ms (scheduling and the step that emits the first token). */
+  readonly prefillOverheadMs: number;
   readonly decodeMsPerToken: number;
   readonly maxNumSeqs: number;
   readonly maxModelLen: number;
@@ -42,7 +44,9 @@ vLLM metric names, and vLLM's ZeroMQ KV events.
   --num-gpu-blocks <n>          KV blocks, including vLLM's reserved null block (default 2048)
   --block-size <n>              tokens per block (default 16)
   --model <name>                served model name (default sim-model)
-  --prefill-tokens-per-s <x>    prefill throughput for uncached tokens (default 20000)
+  --prefill-tokens-per-s <x>    prefill throughput for uncached tokens; one prompt at a
+                                time, FIFO (default 20000)
+  --prefill-overhead-ms <x>     fixed time added to each prefill (default 10)
   --decode-ms-per-token <x>     time per output token (default 20)
   --max-num-seqs <n>            most running sequences (default 256)
   --max-model-len <n>           longest prompt + output (default: all usable blocks)
@@ -68,6 +72,7 @@ const OPTIONS = {
   "block-size": { type: "string" },
   model: { type: "string" },
   "prefill-tokens-per-s": { type: "string" },
+  "prefill-overhead-ms": { type: "string" },
   "decode-ms-per-token": { type: "string" },
   "max-num-seqs": { type: "string" },
   "max-model-len": { type: "string" },
@@ -98,6 +103,15 @@ function positive(flag: string, raw: string | undefined, dflt: number): number {
   const v = Number(raw);
   if (raw.trim() === "" || !Number.isFinite(v) || v <= 0) {
     throw new SimConfigError(`--${flag} must be a positive number, got '${raw}'`);
+  }
+  return v;
+}
+
+function nonNegative(flag: string, raw: string | undefined, dflt: number): number {
+  if (raw === undefined) return dflt;
+  const v = Number(raw);
+  if (raw.trim() === "" || !Number.isFinite(v) || v < 0) {
+    throw new SimConfigError(`--${flag} must be a number ≥ 0, got '${raw}'`);
   }
   return v;
 }
@@ -180,6 +194,7 @@ export function parseSimArgs(argv: readonly string[]): SimWorkerConfig | "help" 
     blockSize,
     model,
     prefillTokensPerSec: positive("prefill-tokens-per-s", v["prefill-tokens-per-s"], 20_000),
+    prefillOverheadMs: nonNegative("prefill-overhead-ms", v["prefill-overhead-ms"], 10),
     decodeMsPerToken: positive("decode-ms-per-token", v["decode-ms-per-token"], 20),
     maxNumSeqs: int("max-num-seqs", v["max-num-seqs"], 256, 1, 1_000_000),
     maxModelLen,

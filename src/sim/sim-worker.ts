@@ -55,6 +55,7 @@ export async function startSimWorker(
   const engine = new SimEngine(
     {
       prefillTokensPerSec: config.prefillTokensPerSec,
+      prefillOverheadMs: config.prefillOverheadMs,
       decodeMsPerToken: config.decodeMsPerToken,
       maxNumSeqs: config.maxNumSeqs,
       maxModelLen: config.maxModelLen,

@@ -1,8 +1,16 @@
 /**
  * Time for the simulated engine: an injected clock with timers (real or virtual) and the
- * latency model (see docs/simulator.md). Prefill costs time per uncached prompt token,
- * decode a fixed time per output token; sequences progress independently, bounded by the
- * engine's sequence limit and KV capacity.
+ * latency model shared by the simulated worker (`engine.ts`) and the trace replay
+ * (`src/replay/`), documented in docs/simulator.md and docs/replay.md:
+ *
+ * - prefill is the scarce resource: an engine computes one prompt at a time, FIFO, at
+ *   `prefillTokensPerSec` uncached tokens per second plus `prefillOverheadMs` per
+ *   request (scheduling and the step that emits the first token). That is the
+ *   throughput of vLLM's chunked prefill, where prompts share steps but not FLOPs;
+ * - decoding runs beside prefill (its FLOPs are small): each further output token takes
+ *   `decodeMsPerToken`, whatever the batch size;
+ * - a request holds one of `maxNumSeqs` running slots and its KV blocks from the start
+ *   of its prefill until its last token; requests that cannot start wait in FIFO order.
  */
 
 /** Opaque timer handle. */
@@ -81,14 +89,38 @@ export class VirtualClock implements SimClock {
   }
 }
 
-export interface TimingOptions {
-  /** Prefill throughput, prompt tokens per second (uncached tokens only). */
+/** The latency parameters of one engine (simulated worker or replayed worker). */
+export interface TimingModel {
+  /** Uncached prompt tokens one engine computes per second. */
   readonly prefillTokensPerSec: number;
-  /** Time per generated token after the first. */
+  /** Fixed time per prefill, ms (includes the step producing the first token). */
+  readonly prefillOverheadMs: number;
+  /** Time per output token after the first, ms. */
   readonly decodeMsPerToken: number;
+  /** Most requests running (prefilling or decoding) at once on an engine. */
+  readonly maxNumSeqs: number;
 }
 
-/** Milliseconds to prefill `uncachedTokens` tokens. */
-export function prefillMs(t: TimingOptions, uncachedTokens: number): number {
-  return (uncachedTokens / t.prefillTokensPerSec) * 1000;
+/** Prefill duration (ms) of a prompt with `uncachedTokens` to compute. */
+export function prefillMs(
+  t: Pick<TimingModel, "prefillTokensPerSec" | "prefillOverheadMs">,
+  uncachedTokens: number,
+): number {
+  return t.prefillOverheadMs + (uncachedTokens * 1000) / t.prefillTokensPerSec;
+}
+
+/** Decode duration (ms) of `outputTokens` tokens after the first one. */
+export function decodeMs(t: Pick<TimingModel, "decodeMsPerToken">, outputTokens: number): number {
+  return Math.max(0, outputTokens - 1) * t.decodeMsPerToken;
+}
+
+/** Check a timing model; returns the name of the first bad field, or null. */
+export function invalidTimingField(t: TimingModel): string | null {
+  if (!(t.prefillTokensPerSec > 0) || !Number.isFinite(t.prefillTokensPerSec))
+    return "prefillTokensPerSec";
+  if (!(t.prefillOverheadMs >= 0) || !Number.isFinite(t.prefillOverheadMs))
+    return "prefillOverheadMs";
+  if (!(t.decodeMsPerToken >= 0) || !Number.isFinite(t.decodeMsPerToken)) return "decodeMsPerToken";
+  if (!Number.isSafeInteger(t.maxNumSeqs) || t.maxNumSeqs < 1) return "maxNumSeqs";
+  return null;
 }
