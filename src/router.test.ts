@@ -149,10 +149,12 @@ describe("Router.route", () => {
     loads.update(b, { running: 0, waiting: 0, kvUsage: 0.0, atMs: 0 }, 0);
     // a holds 50 scraped active blocks; b is idle. Each request routed after the scrape
     // adds 10 pending-prefill blocks and 10 active blocks to its worker, and costs 10
-    // blocks of new prefill: a = 10 + 50 + 20·n_a, b = 10 + 20·n_b.
+    // blocks of new prefill: a = 10 + 50 + 20·n_a, b = 10 + 20·n_b (with the pending and
+    // decode weights pinned at 1, whatever the tuned defaults are).
     const chosen: string[] = [];
+    const overrides = { pending: 1, decode: 1 };
     for (let i = 0; i < 7; i++) {
-      const r = router.route({ tokenIds: prompt(40, i + 10) }, 10 + i);
+      const r = router.route({ tokenIds: prompt(40, i + 10), overrides }, 10 + i);
       if (!r.ok) throw new Error(r.error.message);
       chosen.push(r.decision.workerId);
     }

@@ -140,6 +140,7 @@ export const SCHEDULER_PATHS: Readonly<Record<string, "number" | "enum">> = {
   stalePolicy: "enum",
   stalePenalty: "number",
   "weights.prefill": "number",
+  "weights.pending": "number",
   "weights.decode": "number",
   "weights.queue": "number",
   "weights.host": "number",

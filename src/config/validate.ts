@@ -141,7 +141,7 @@ const SCHEDULER_KEYS = new Set([
   "stalePenalty",
   "weights",
 ]);
-const WEIGHT_KEYS = new Set(["prefill", "decode", "queue", "host", "disk", "store"]);
+const WEIGHT_KEYS = new Set(["prefill", "pending", "decode", "queue", "host", "disk", "store"]);
 
 /**
  * The scheduler section is checked by the scheduler's own rules (its defaults live

@@ -18,6 +18,7 @@ const overrides = {
   additionalProperties: false,
   properties: {
     prefill: nonNegative,
+    pending: nonNegative,
     decode: nonNegative,
     queue: nonNegative,
     host: nonNegative,

@@ -30,8 +30,8 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --max-num-seqs N          running requests per worker (default ${DEFAULT_TIMING.maxNumSeqs})
   --event-delay-ms X        KV event propagation delay, engine to router (default 5)
   --scrape-interval-ms X    /metrics scrape period seen by the router, 0 = none (default 1000)
-  --weight KEY=VALUE        scheduler weight override (prefill, decode, queue, host, disk,
-                            store); repeatable
+  --weight KEY=VALUE        scheduler weight override (prefill, pending, decode, queue, host,
+                            disk, store); repeatable
   --temperature T           scheduler temperature (default: the service default)
   --outlier-std-k K         exclude workers with KV load above mean + K·std; inf = off
   --kv-hard-cap X           exclude workers with KV load above X (0..1); inf = off

@@ -23,6 +23,7 @@ export type SchedulerConfigInput = Partial<Omit<SchedulerConfig, "weights">> & {
 
 const WEIGHT_KEYS: readonly (keyof CostWeights)[] = [
   "prefill",
+  "pending",
   "decode",
   "queue",
   "host",

@@ -4,7 +4,15 @@ import { DEFAULT_WEIGHTS } from "./defaults.js";
 import { cand } from "./test-helpers.js";
 import type { CostWeights } from "./types.js";
 
-const W: CostWeights = { prefill: 1, decode: 1, queue: 2, host: 0.25, disk: 0.5, store: 0.75 };
+const W: CostWeights = {
+  prefill: 1,
+  pending: 1,
+  decode: 1,
+  queue: 2,
+  host: 0.25,
+  disk: 0.5,
+  store: 0.75,
+};
 const ov = (gpu: number, host: number, disk: number, store: number) => ({ gpu, host, disk, store });
 
 describe("newPrefillBlocks", () => {
@@ -43,15 +51,33 @@ describe("candidateCost", () => {
       overlap: { gpu: 4, host: 4, disk: 4 },
       load: { pendingPrefillTokens: 64, activeBlocks: 30, waiting: 3 },
     });
-    const t = candidateCost(c, 160, 10, 16, { ...W, prefill: 2, decode: 0.5 }, 7);
+    const t = candidateCost(c, 160, 10, 16, { ...W, prefill: 2, pending: 0.25, decode: 0.5 }, 7);
     expect(t).toEqual({
       newPrefillBlocks: 6,
-      prefillCost: 2 * (6 + 4),
+      prefillCost: 2 * 6 + 0.25 * 4,
       decodeCost: 15,
       queueCost: 6,
       stalePenalty: 7,
-      totalCost: 20 + 15 + 6 + 7,
+      totalCost: 13 + 15 + 6 + 7,
     });
+  });
+
+  it("weighs queued prefill below the request's own by default, so a cache hit can wait", () => {
+    // A holds 8 of the 10 blocks but has 64 blocks of prefill queued; B holds nothing, idle.
+    const a = cand("a", {
+      overlap: { gpu: 8, host: 8, disk: 8 },
+      load: { pendingPrefillTokens: 64 * 16 },
+    });
+    const b = cand("b", {});
+    const costA = candidateCost(a, 160, 10, 16, DEFAULT_WEIGHTS, 0).totalCost;
+    const costB = candidateCost(b, 160, 10, 16, DEFAULT_WEIGHTS, 0).totalCost;
+    expect(DEFAULT_WEIGHTS.pending).toBeLessThan(DEFAULT_WEIGHTS.prefill);
+    expect(costA).toBeLessThan(costB);
+    // With pending weighted like the request's own prefill, the idle worker wins.
+    const same = { ...DEFAULT_WEIGHTS, pending: DEFAULT_WEIGHTS.prefill };
+    expect(candidateCost(a, 160, 10, 16, same, 0).totalCost).toBeGreaterThan(
+      candidateCost(b, 160, 10, 16, same, 0).totalCost,
+    );
   });
 
   it("has defaults with tier weights ordered host ≤ disk ≤ 1", () => {

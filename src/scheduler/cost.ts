@@ -1,7 +1,8 @@
 /**
  * The cost of sending a prompt to one candidate, in blocks of prefill work:
  *
- *   total = w_prefill · (newPrefillBlocks + pendingPrefillTokens / blockSize)
+ *   total = w_prefill · newPrefillBlocks
+ *         + w_pending · pendingPrefillTokens / blockSize
  *         + w_decode  · activeBlocks
  *         + w_queue   · waiting
  *         + stalePenalty (stale and kept only)
@@ -69,7 +70,7 @@ export function candidateCost(
   penalty: number,
 ): CostTerms {
   const fresh = newPrefillBlocks(promptTokens, promptBlocks, blockSize, c.overlap, w);
-  const prefillCost = w.prefill * (fresh + c.load.pendingPrefillTokens / blockSize);
+  const prefillCost = w.prefill * fresh + w.pending * (c.load.pendingPrefillTokens / blockSize);
   const decodeCost = w.decode * c.load.activeBlocks;
   const queueCost = w.queue * c.load.waiting;
   return {

@@ -8,7 +8,8 @@ import type { CostWeights, SchedulerConfig } from "./types.js";
 
 export const DEFAULT_WEIGHTS: CostWeights = Object.freeze({
   prefill: 1,
-  decode: 0.1,
+  pending: 0.05,
+  decode: 0.01,
   queue: 2,
   host: 0.15,
   disk: 0.4,

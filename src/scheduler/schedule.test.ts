@@ -7,7 +7,7 @@ import type { CandidateInput, SchedulerConfig } from "./types.js";
 
 const cfg = (over: Parameters<typeof resolveSchedulerConfig>[0] = {}): SchedulerConfig =>
   resolveSchedulerConfig({
-    weights: { prefill: 1, decode: 1, queue: 2, host: 0.25, disk: 0.5, store: 0.75 },
+    weights: { prefill: 1, pending: 1, decode: 1, queue: 2, host: 0.25, disk: 0.5, store: 0.75 },
     temperature: 0,
     outlierStdK: 2,
     kvHardCap: 0.95,

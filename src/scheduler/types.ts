@@ -9,8 +9,14 @@ import type { WorkerKey } from "../protocol/worker.js";
 
 /** Relative costs of the terms; all costs are in "blocks of prefill work". */
 export interface CostWeights {
-  /** Multiplier of prefill blocks (new request's uncached blocks + pending prefill). */
+  /** Multiplier of this request's own uncached prompt blocks. */
   readonly prefill: number;
+  /**
+   * Multiplier of prefill already queued on the worker (in-flight requests' uncached
+   * tokens, in blocks). Below `prefill` it trades this request's wait for fleet-wide cache
+   * reuse: see docs/cost-function.md.
+   */
+  readonly pending: number;
   /** Multiplier of active (decoding) KV blocks. */
   readonly decode: number;
   /** Cost of one waiting request, in blocks. */
@@ -83,7 +89,7 @@ export interface CandidateBreakdown {
   readonly overlap: TierOverlap;
   /** The new request's prefill in blocks after tier discounts (misses + weighted hits + tail). */
   readonly newPrefillBlocks: number;
-  /** weights.prefill × (newPrefillBlocks + pending prefill blocks). */
+  /** weights.prefill × newPrefillBlocks + weights.pending × pending prefill blocks. */
   readonly prefillCost: number;
   /** weights.decode × active blocks. */
   readonly decodeCost: number;
