@@ -31,6 +31,8 @@ export interface ManagedChild {
   ): Promise<T>;
   /** Last lines of stdout and stderr, for error messages. */
   tail(): string;
+  /** Send a signal (no-op once it has exited). */
+  kill(signal: NodeJS.Signals): void;
 }
 
 class Child implements ManagedChild {
@@ -71,6 +73,10 @@ class Child implements ManagedChild {
       }
     });
     createInterface({ input: proc.stderr! }).on("line", keep);
+  }
+
+  kill(signal: NodeJS.Signals): void {
+    if (this.#alive) this.proc.kill(signal);
   }
 
   get pid(): number {
@@ -120,13 +126,20 @@ export class ChildGroup {
   readonly #children: Child[] = [];
   readonly #onExit = () => this.killAllSync();
 
-  constructor() {
+  readonly #nodeArgs: readonly string[];
+
+  /**
+   * @param nodeArgs Node flags for the children: by default this process's own (so `tsx`
+   * carries over); a test runner whose flags differ passes e.g. `["--import", "tsx"]`.
+   */
+  constructor(nodeArgs: readonly string[] = process.execArgv) {
+    this.#nodeArgs = nodeArgs;
     process.on("exit", this.#onExit);
   }
 
   /** Start `kvrouter <args…>` as a child process. */
   start(name: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): ManagedChild {
-    const proc = spawn(process.execPath, [...process.execArgv, CLI_PATH, ...args], {
+    const proc = spawn(process.execPath, [...this.#nodeArgs, CLI_PATH, ...args], {
       stdio: ["ignore", "pipe", "pipe"],
       env,
     });

@@ -24,6 +24,9 @@ export interface DemoWorker {
   readonly id: string;
   readonly url: string;
   readonly pid: number;
+  /** ZeroMQ endpoints the worker bound (for a restart on the same ports). */
+  readonly events: string;
+  readonly replay: string | null;
 }
 
 export interface DemoFleet {
@@ -34,7 +37,8 @@ export interface DemoFleet {
   cleanup(): Promise<void>;
 }
 
-function simArgs(sim: SimTiming, seed: number): string[] {
+/** `kvrouter sim-worker` arguments for the demo's timing, on ports chosen by the OS. */
+export function simArgs(sim: SimTiming, seed: number): string[] {
   return [
     "sim-worker",
     ...["--port", "0", "--events-port", "0", "--replay-port", "0", "--topic", "kv-events"],
@@ -103,7 +107,13 @@ export async function launchFleet(
     const routerUrl = `http://127.0.0.1:${port}`;
     await waitUntilReady(routerUrl, count, () => router.tail());
     return {
-      workers: workers.map((w) => ({ id: w.id, url: w.url, pid: w.pid })),
+      workers: workers.map((w) => ({
+        id: w.id,
+        url: w.url,
+        pid: w.pid,
+        events: w.events,
+        replay: w.replay,
+      })),
       routerUrl,
       routerPid: router.pid,
       cleanup,
