@@ -2,13 +2,15 @@
  * The server side of `bench/http-bench.ts`, in its own process so the load generator
  * does not share its event loop or its CPU time: the real service with 16 workers and an
  * index of ~1M worker-blocks filled through `applyEvent` with vLLM-shaped events, and
- * the floor (a fastify route that only parses the JSON). Writes the request bodies to
+ * the floor (a fastify route that only parses the JSON, with the service's parsing
+ * options, so the two differ only by what the route does with the body). Writes the request bodies to
  * the file named by argv[2], prints one JSON line with the ports, runs until SIGTERM.
  */
 
 import { writeFileSync } from "node:fs";
 import Fastify from "fastify";
 import { validateConfig } from "../src/config.js";
+import { JSON_PARSING } from "../src/http/build-app.js";
 import { createService } from "../src/main/service.js";
 import { engineHashFromU32Pair } from "../src/protocol/engine-hash.js";
 import type { BlockStoredEvent } from "../src/protocol/events.js";
@@ -116,7 +118,7 @@ async function main(): Promise<void> {
   }
   await svc.app.listen({ host: "127.0.0.1", port: 0 });
 
-  const floor = Fastify({ bodyLimit: checked.config.server.bodyLimitBytes });
+  const floor = Fastify({ bodyLimit: checked.config.server.bodyLimitBytes, ...JSON_PARSING });
   floor.removeContentTypeParser("text/plain");
   floor.post("/floor", async (req) => ({
     tokens: (req.body as { token_ids: number[] }).token_ids.length,
