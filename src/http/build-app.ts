@@ -18,6 +18,7 @@ import { installErrorHandling } from "./error-handler.js";
 import { registerHealthRoutes } from "./health-routes.js";
 import { registerRequestRoutes } from "./request-routes.js";
 import { registerRouteRoutes } from "./route-routes.js";
+import { trackRoutes } from "./route-table.js";
 import { registerWorkerRoutes } from "./worker-routes.js";
 
 /** Body parsing options (the HTTP benchmark's floor uses the same, to compare like with like). */
@@ -57,7 +58,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   });
   // JSON only: anything else is a 415 rather than a string the schema then rejects.
   app.removeContentTypeParser("text/plain");
-  installErrorHandling(app, server);
+  installErrorHandling(app, server, trackRoutes(app));
   registerHealthRoutes(app, deps, metricsRegistry);
   registerRouteRoutes(app, deps, metrics);
   registerRequestRoutes(app, deps);

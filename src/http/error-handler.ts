@@ -1,12 +1,14 @@
 /**
  * Turns every failure into the one error body `{ error: { code, message, details? } }`:
  * our own `ApiError`s, schema failures (naming the field and the bad value), fastify's
- * body parsing errors (413, 415, bad JSON) and unknown routes. Anything else is a bug:
+ * body parsing errors (413, 415, bad JSON), unknown routes (404) and known paths called
+ * with another method (405 with `Allow`). Anything else is a bug:
  * logged with its stack, answered with 500.
  */
 
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ApiError, ERROR_CODES, type ErrorCode, errorBody } from "./errors.js";
+import type { RouteTable } from "./route-table.js";
 
 interface SchemaIssue {
   readonly path: string;
@@ -58,19 +60,41 @@ function send(reply: FastifyReply, code: ErrorCode, message: string, details?: u
   return reply.status(ERROR_CODES[code].status).send(errorBody(code, message, details));
 }
 
-/** Install the error and not-found handlers. `bodyLimit` and `maxPromptTokens` are for messages. */
+/**
+ * Install the error and not-found handlers. `bodyLimit` and `maxPromptTokens` are for
+ * messages; `routes` tells a wrong method (405) from an unknown path (404).
+ */
 export function installErrorHandling(
   app: FastifyInstance,
   limits: { readonly bodyLimitBytes: number; readonly maxPromptTokens: number },
+  routes: RouteTable,
 ): void {
-  app.setNotFoundHandler((req, reply) =>
-    send(reply, "not_found", `no route ${req.method} ${req.url.split("?")[0]}`),
-  );
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split("?")[0]!;
+    const allowed = routes.allowed(path);
+    if (allowed.length > 0 && !allowed.includes(req.method)) {
+      reply.header("allow", allowed.join(", "));
+      return send(
+        reply,
+        "method_not_allowed",
+        `${req.method} is not allowed on ${path}; allowed: ${allowed.join(", ")}`,
+      );
+    }
+    return send(reply, "not_found", `no route ${req.method} ${path}`);
+  });
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ApiError) return reply.status(err.status).send(err.body());
     if (err.validation !== undefined) {
       const issues = schemaIssues(err, req);
       const first = err.validation[0];
+      if (first?.keyword === "minItems" && first.instancePath === "/token_ids") {
+        return send(
+          reply,
+          "invalid_request",
+          "body/token_ids is empty: a prompt needs at least one token id",
+          issues,
+        );
+      }
       if (first?.keyword === "maxItems" && first.instancePath === "/token_ids") {
         const n = (req.body as { token_ids?: unknown[] }).token_ids?.length;
         return send(

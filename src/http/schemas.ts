@@ -31,6 +31,8 @@ const overrides = {
 function tokenIds(limits: SchemaLimits) {
   return {
     type: "array",
+    // An empty prompt is a caller's bug (engines reject it too): 400, not a load-only pick.
+    minItems: 1,
     maxItems: limits.maxPromptTokens,
     items: { type: "integer", minimum: 0, maximum: limits.maxTokenId },
   } as const;
