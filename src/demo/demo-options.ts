@@ -81,7 +81,10 @@ export const QUICK_WORKLOAD: WorkloadShape = {
   thinkMs: [100, 300],
 };
 
-/** Worker timing: see docs/demo.md for why these values. */
+/**
+ * Worker timing; the prefill overhead is the simulator's default (10 ms). See docs/demo.md
+ * for why these values.
+ */
 export const DEMO_SIM: SimTiming = {
   prefillTokensPerS: 4000,
   decodeMsPerToken: 10,
