@@ -67,6 +67,10 @@ export function chainBlockKeys(
   out: Uint32Array,
   outOffset: number,
 ): void {
+  if (blockSize === 16) {
+    chain16(parentHi | 0, parentLo | 0, tokens, tokenOffset, blockCount, out, outOffset);
+    return;
+  }
   const byteLen = (blockSize + 2) * 4;
   let phi = parentHi | 0;
   let plo = parentLo | 0;
@@ -163,6 +167,85 @@ export function chainBlockKeys(
     phi = h1;
     plo = h2;
     base += blockSize;
+  }
+}
+
+/**
+ * `chainBlockKeys` for the usual block size, 16 tokens: 18 message words = four full
+ * 16-byte rounds (parent hi, parent lo, t0, t1), (t2..t5), (t6..t9), (t10..t13) and a
+ * two-word tail (t14, t15). Same arithmetic as the general loop, without its bookkeeping.
+ */
+function chain16(
+  phi: number,
+  plo: number,
+  tokens: ArrayLike<number>,
+  tokenOffset: number,
+  blockCount: number,
+  out: Uint32Array,
+  outOffset: number,
+): void {
+  let p = tokenOffset;
+  for (let b = 0; b < blockCount; b++) {
+    let h1 = BLOCK_SEED;
+    let h2 = BLOCK_SEED;
+    let h3 = BLOCK_SEED;
+    let h4 = BLOCK_SEED;
+    let k1 = phi;
+    let k2 = plo;
+    let k3 = tokens[p]!;
+    let k4 = tokens[p + 1]!;
+    for (let q = p + 2; ; q += 4) {
+      k1 = Math.imul(k1, C1);
+      k1 = Math.imul((k1 << 15) | (k1 >>> 17), C2);
+      h1 ^= k1;
+      h1 = (h1 << 19) | (h1 >>> 13);
+      h1 = (Math.imul(h1 + h2, 5) + 0x561ccd1b) | 0;
+      k2 = Math.imul(k2, C2);
+      k2 = Math.imul((k2 << 16) | (k2 >>> 16), C3);
+      h2 ^= k2;
+      h2 = (h2 << 17) | (h2 >>> 15);
+      h2 = (Math.imul(h2 + h3, 5) + 0x0bcaa747) | 0;
+      k3 = Math.imul(k3, C3);
+      k3 = Math.imul((k3 << 17) | (k3 >>> 15), C4);
+      h3 ^= k3;
+      h3 = (h3 << 15) | (h3 >>> 17);
+      h3 = (Math.imul(h3 + h4, 5) + 0x96cd1c35) | 0;
+      k4 = Math.imul(k4, C4);
+      k4 = Math.imul((k4 << 18) | (k4 >>> 14), C1);
+      h4 ^= k4;
+      h4 = (h4 << 13) | (h4 >>> 19);
+      h4 = (Math.imul(h4 + h1, 5) + 0x32ac3b17) | 0;
+      if (q === p + 14) break;
+      k1 = tokens[q]!;
+      k2 = tokens[q + 1]!;
+      k3 = tokens[q + 2]!;
+      k4 = tokens[q + 3]!;
+    }
+    // Tail: t14, t15.
+    k2 = Math.imul(tokens[p + 15]!, C2);
+    h2 ^= Math.imul((k2 << 16) | (k2 >>> 16), C3);
+    k1 = Math.imul(tokens[p + 14]!, C1);
+    h1 ^= Math.imul((k1 << 15) | (k1 >>> 17), C2);
+    h1 ^= 72;
+    h2 ^= 72;
+    h3 ^= 72;
+    h4 ^= 72;
+    h1 = (h1 + h2 + h3 + h4) | 0;
+    h2 = (h2 + h1) | 0;
+    h3 = (h3 + h1) | 0;
+    h4 = (h4 + h1) | 0;
+    h1 = fmix(h1);
+    h2 = fmix(h2);
+    h3 = fmix(h3);
+    h4 = fmix(h4);
+    h1 = (h1 + h2 + h3 + h4) | 0;
+    h2 = (h2 + h1) | 0;
+    const o = outOffset + 2 * b;
+    out[o] = h1;
+    out[o + 1] = h2;
+    phi = h1;
+    plo = h2;
+    p += 16;
   }
 }
 

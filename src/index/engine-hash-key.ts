@@ -35,29 +35,7 @@ export class EngineHashKeys {
    * an id (the caller must `retain` it if it stores an entry with it).
    */
   parse(hash: EngineBlockHash, intern: boolean): boolean {
-    if (hash.length === 16) {
-      let hi = 0;
-      let lo = 0;
-      let bad = 0;
-      for (let i = 0; i < 8; i++) {
-        const c = hash.charCodeAt(i);
-        const v = c < 128 ? HEX[c]! : -1;
-        bad |= v;
-        hi = (hi << 4) | v;
-      }
-      for (let i = 8; i < 16; i++) {
-        const c = hash.charCodeAt(i);
-        const v = c < 128 ? HEX[c]! : -1;
-        bad |= v;
-        lo = (lo << 4) | v;
-      }
-      if (bad >= 0) {
-        this.kind = KIND_INT;
-        this.hi = hi >>> 0;
-        this.lo = lo >>> 0;
-        return true;
-      }
-    }
+    if (hash.length === 16 && this.#parseHex(hash)) return true;
     let id = this.#ids.get(hash);
     if (id === undefined) {
       if (!intern) return false;
@@ -69,6 +47,74 @@ export class EngineHashKeys {
     this.kind = KIND_INTERNED;
     this.hi = 0;
     this.lo = id;
+    return true;
+  }
+
+  /**
+   * 16 lowercase hex digits → (hi, lo), kind 0. Unrolled with one validity check at the
+   * end (the hot path of every stored and removed block): any char outside [0-9a-f]
+   * (including non-ASCII, caught by the OR of the raw codes) makes it return false.
+   */
+  #parseHex(s: string): boolean {
+    const t = HEX;
+    const c0 = s.charCodeAt(0);
+    const c1 = s.charCodeAt(1);
+    const c2 = s.charCodeAt(2);
+    const c3 = s.charCodeAt(3);
+    const c4 = s.charCodeAt(4);
+    const c5 = s.charCodeAt(5);
+    const c6 = s.charCodeAt(6);
+    const c7 = s.charCodeAt(7);
+    const c8 = s.charCodeAt(8);
+    const c9 = s.charCodeAt(9);
+    const c10 = s.charCodeAt(10);
+    const c11 = s.charCodeAt(11);
+    const c12 = s.charCodeAt(12);
+    const c13 = s.charCodeAt(13);
+    const c14 = s.charCodeAt(14);
+    const c15 = s.charCodeAt(15);
+    const v0 = t[c0 & 127]!;
+    const v1 = t[c1 & 127]!;
+    const v2 = t[c2 & 127]!;
+    const v3 = t[c3 & 127]!;
+    const v4 = t[c4 & 127]!;
+    const v5 = t[c5 & 127]!;
+    const v6 = t[c6 & 127]!;
+    const v7 = t[c7 & 127]!;
+    const v8 = t[c8 & 127]!;
+    const v9 = t[c9 & 127]!;
+    const v10 = t[c10 & 127]!;
+    const v11 = t[c11 & 127]!;
+    const v12 = t[c12 & 127]!;
+    const v13 = t[c13 & 127]!;
+    const v14 = t[c14 & 127]!;
+    const v15 = t[c15 & 127]!;
+    const codes =
+      c0 | c1 | c2 | c3 | c4 | c5 | c6 | c7 | c8 | c9 | c10 | c11 | c12 | c13 | c14 | c15;
+    const vals =
+      v0 | v1 | v2 | v3 | v4 | v5 | v6 | v7 | v8 | v9 | v10 | v11 | v12 | v13 | v14 | v15;
+    if (codes > 127 || vals < 0) return false;
+    this.kind = KIND_INT;
+    this.hi =
+      ((v0 << 28) |
+        (v1 << 24) |
+        (v2 << 20) |
+        (v3 << 16) |
+        (v4 << 12) |
+        (v5 << 8) |
+        (v6 << 4) |
+        v7) >>>
+      0;
+    this.lo =
+      ((v8 << 28) |
+        (v9 << 24) |
+        (v10 << 20) |
+        (v11 << 16) |
+        (v12 << 12) |
+        (v13 << 8) |
+        (v14 << 4) |
+        v15) >>>
+      0;
     return true;
   }
 

@@ -62,6 +62,9 @@ export class RadixTreeIndex implements PrefixIndex {
    */
   readonly #copies = new Map<string, number>();
   #keys = new Uint32Array(256);
+  /** The worker of the last event and its slot: streams apply long runs of one worker. */
+  #lastWorker: WorkerKey | null = null;
+  #lastSlot = 0;
 
   constructor(options: RadixTreeOptions) {
     const { blockSize } = options;
@@ -75,7 +78,12 @@ export class RadixTreeIndex implements PrefixIndex {
   }
 
   applyEvent(worker: WorkerKey, event: KvEvent): ApplyResult {
-    const w = this.#workers.ensure(worker);
+    let w = this.#lastSlot;
+    if (worker !== this.#lastWorker) {
+      w = this.#workers.ensure(worker);
+      this.#lastWorker = worker;
+      this.#lastSlot = w;
+    }
     let r: ApplyResult;
     switch (event.type) {
       case "stored":
@@ -102,6 +110,7 @@ export class RadixTreeIndex implements PrefixIndex {
     if (w === undefined) return;
     this.#clear(w);
     this.#workers.release(w);
+    this.#lastWorker = null;
   }
 
   findMatches(keys: BlockKeySeq): MatchResult {

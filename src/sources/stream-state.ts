@@ -80,6 +80,16 @@ export interface StreamState {
   readonly applyErrors: number;
 }
 
+/** Event types and apply statuses with a slot in the counter table (the index's contract). */
+const EVENT_TYPES: readonly string[] = ["stored", "removed", "cleared"];
+const STATUSES: readonly string[] = [
+  "applied",
+  "parent_not_found",
+  "block_not_found",
+  "block_size_mismatch",
+  "invalid_token_count",
+];
+
 function zeroRecord<K extends string>(keys: readonly K[]): Record<K, number> {
   const out = {} as Record<K, number>;
   for (const k of keys) out[k] = 0;
@@ -95,8 +105,13 @@ export class StreamCounters {
   batches = 0;
   replayedBatches = 0;
   duplicates = 0;
-  /** type → status → count; flattened to `${type}/${status}` only in snapshots. */
-  readonly #events = new Map<string, Map<string, number>>();
+  /**
+   * Counts of the known (type, status) pairs in a flat table (hot path: one increment,
+   * no Map, no string building); anything else in `#otherEvents`. Flattened to
+   * `${type}/${status}` only in snapshots.
+   */
+  readonly #events = new Float64Array(EVENT_TYPES.length * STATUSES.length);
+  readonly #otherEvents = new Map<string, number>();
   readonly skipped: SkipCounts = { unknownTag: 0, nonMainGroup: 0, unknownKeys: 0 };
   gaps = 0;
   replays = 0;
@@ -109,20 +124,26 @@ export class StreamCounters {
 
   /** Count one applied event outcome (hot path: no string building). */
   countEvent(type: string, status: string): void {
-    let byStatus = this.#events.get(type);
-    if (byStatus === undefined) {
-      byStatus = new Map();
-      this.#events.set(type, byStatus);
+    const t = type === "stored" ? 0 : type === "removed" ? 1 : type === "cleared" ? 2 : -1;
+    const s = status === "applied" ? 0 : STATUSES.indexOf(status);
+    if (t >= 0 && s >= 0) {
+      this.#events[t * STATUSES.length + s]!++;
+      return;
     }
-    byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
+    const key = `${type}/${status}`;
+    this.#otherEvents.set(key, (this.#otherEvents.get(key) ?? 0) + 1);
   }
 
-  /** Event outcomes as `${type}/${status}` → count. */
+  /** Event outcomes as `${type}/${status}` → count (only outcomes that occurred). */
   eventCounts(): Record<string, number> {
     const out: Record<string, number> = {};
-    for (const [type, byStatus] of this.#events) {
-      for (const [status, n] of byStatus) out[`${type}/${status}`] = n;
+    for (let t = 0; t < EVENT_TYPES.length; t++) {
+      for (let s = 0; s < STATUSES.length; s++) {
+        const n = this.#events[t * STATUSES.length + s]!;
+        if (n > 0) out[`${EVENT_TYPES[t]}/${STATUSES[s]}`] = n;
+      }
     }
+    for (const [key, n] of this.#otherEvents) out[key] = n;
     return out;
   }
 
