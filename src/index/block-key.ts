@@ -171,14 +171,15 @@ export function chainBlockKeys(
 }
 
 /**
- * `chainBlockKeys` for the usual block size, 16 tokens: 18 message words = four full
- * 16-byte rounds (parent hi, parent lo, t0, t1), (t2..t5), (t6..t9), (t10..t13) and a
- * two-word tail (t14, t15). Same arithmetic as the general loop, without its bookkeeping.
+ * `chainBlockKeys` for the usual block size, 16 tokens, written out: 18 message words =
+ * four full 16-byte rounds (parent hi, parent lo, t0, t1), (t2..t5), (t6..t9),
+ * (t10..t13) and a two-word tail (t14, t15). Same arithmetic as the general loop, without
+ * its bookkeeping.
  */
 function chain16(
   phi: number,
   plo: number,
-  tokens: ArrayLike<number>,
+  t: ArrayLike<number>,
   tokenOffset: number,
   blockCount: number,
   out: Uint32Array,
@@ -190,43 +191,81 @@ function chain16(
     let h2 = BLOCK_SEED;
     let h3 = BLOCK_SEED;
     let h4 = BLOCK_SEED;
-    let k1 = phi;
-    let k2 = plo;
-    let k3 = tokens[p]!;
-    let k4 = tokens[p + 1]!;
-    for (let q = p + 2; ; q += 4) {
-      k1 = Math.imul(k1, C1);
-      k1 = Math.imul((k1 << 15) | (k1 >>> 17), C2);
-      h1 ^= k1;
-      h1 = (h1 << 19) | (h1 >>> 13);
-      h1 = (Math.imul(h1 + h2, 5) + 0x561ccd1b) | 0;
-      k2 = Math.imul(k2, C2);
-      k2 = Math.imul((k2 << 16) | (k2 >>> 16), C3);
-      h2 ^= k2;
-      h2 = (h2 << 17) | (h2 >>> 15);
-      h2 = (Math.imul(h2 + h3, 5) + 0x0bcaa747) | 0;
-      k3 = Math.imul(k3, C3);
-      k3 = Math.imul((k3 << 17) | (k3 >>> 15), C4);
-      h3 ^= k3;
-      h3 = (h3 << 15) | (h3 >>> 17);
-      h3 = (Math.imul(h3 + h4, 5) + 0x96cd1c35) | 0;
-      k4 = Math.imul(k4, C4);
-      k4 = Math.imul((k4 << 18) | (k4 >>> 14), C1);
-      h4 ^= k4;
-      h4 = (h4 << 13) | (h4 >>> 19);
-      h4 = (Math.imul(h4 + h1, 5) + 0x32ac3b17) | 0;
-      if (q === p + 14) break;
-      k1 = tokens[q]!;
-      k2 = tokens[q + 1]!;
-      k3 = tokens[q + 2]!;
-      k4 = tokens[q + 3]!;
-    }
-    // Tail: t14, t15.
-    k2 = Math.imul(tokens[p + 15]!, C2);
-    h2 ^= Math.imul((k2 << 16) | (k2 >>> 16), C3);
-    k1 = Math.imul(tokens[p + 14]!, C1);
-    h1 ^= Math.imul((k1 << 15) | (k1 >>> 17), C2);
-    h1 ^= 72;
+    let k: number;
+    // Round 1: parent hi, parent lo, t0, t1.
+    k = Math.imul(phi, C1);
+    h1 ^= Math.imul((k << 15) | (k >>> 17), C2);
+    h1 = (h1 << 19) | (h1 >>> 13);
+    h1 = (Math.imul(h1 + h2, 5) + 0x561ccd1b) | 0;
+    k = Math.imul(plo, C2);
+    h2 ^= Math.imul((k << 16) | (k >>> 16), C3);
+    h2 = (h2 << 17) | (h2 >>> 15);
+    h2 = (Math.imul(h2 + h3, 5) + 0x0bcaa747) | 0;
+    k = Math.imul(t[p]!, C3);
+    h3 ^= Math.imul((k << 17) | (k >>> 15), C4);
+    h3 = (h3 << 15) | (h3 >>> 17);
+    h3 = (Math.imul(h3 + h4, 5) + 0x96cd1c35) | 0;
+    k = Math.imul(t[p + 1]!, C4);
+    h4 ^= Math.imul((k << 18) | (k >>> 14), C1);
+    h4 = (h4 << 13) | (h4 >>> 19);
+    h4 = (Math.imul(h4 + h1, 5) + 0x32ac3b17) | 0;
+    // Round 2: t2..t5.
+    k = Math.imul(t[p + 2]!, C1);
+    h1 ^= Math.imul((k << 15) | (k >>> 17), C2);
+    h1 = (h1 << 19) | (h1 >>> 13);
+    h1 = (Math.imul(h1 + h2, 5) + 0x561ccd1b) | 0;
+    k = Math.imul(t[p + 3]!, C2);
+    h2 ^= Math.imul((k << 16) | (k >>> 16), C3);
+    h2 = (h2 << 17) | (h2 >>> 15);
+    h2 = (Math.imul(h2 + h3, 5) + 0x0bcaa747) | 0;
+    k = Math.imul(t[p + 4]!, C3);
+    h3 ^= Math.imul((k << 17) | (k >>> 15), C4);
+    h3 = (h3 << 15) | (h3 >>> 17);
+    h3 = (Math.imul(h3 + h4, 5) + 0x96cd1c35) | 0;
+    k = Math.imul(t[p + 5]!, C4);
+    h4 ^= Math.imul((k << 18) | (k >>> 14), C1);
+    h4 = (h4 << 13) | (h4 >>> 19);
+    h4 = (Math.imul(h4 + h1, 5) + 0x32ac3b17) | 0;
+    // Round 3: t6..t9.
+    k = Math.imul(t[p + 6]!, C1);
+    h1 ^= Math.imul((k << 15) | (k >>> 17), C2);
+    h1 = (h1 << 19) | (h1 >>> 13);
+    h1 = (Math.imul(h1 + h2, 5) + 0x561ccd1b) | 0;
+    k = Math.imul(t[p + 7]!, C2);
+    h2 ^= Math.imul((k << 16) | (k >>> 16), C3);
+    h2 = (h2 << 17) | (h2 >>> 15);
+    h2 = (Math.imul(h2 + h3, 5) + 0x0bcaa747) | 0;
+    k = Math.imul(t[p + 8]!, C3);
+    h3 ^= Math.imul((k << 17) | (k >>> 15), C4);
+    h3 = (h3 << 15) | (h3 >>> 17);
+    h3 = (Math.imul(h3 + h4, 5) + 0x96cd1c35) | 0;
+    k = Math.imul(t[p + 9]!, C4);
+    h4 ^= Math.imul((k << 18) | (k >>> 14), C1);
+    h4 = (h4 << 13) | (h4 >>> 19);
+    h4 = (Math.imul(h4 + h1, 5) + 0x32ac3b17) | 0;
+    // Round 4: t10..t13.
+    k = Math.imul(t[p + 10]!, C1);
+    h1 ^= Math.imul((k << 15) | (k >>> 17), C2);
+    h1 = (h1 << 19) | (h1 >>> 13);
+    h1 = (Math.imul(h1 + h2, 5) + 0x561ccd1b) | 0;
+    k = Math.imul(t[p + 11]!, C2);
+    h2 ^= Math.imul((k << 16) | (k >>> 16), C3);
+    h2 = (h2 << 17) | (h2 >>> 15);
+    h2 = (Math.imul(h2 + h3, 5) + 0x0bcaa747) | 0;
+    k = Math.imul(t[p + 12]!, C3);
+    h3 ^= Math.imul((k << 17) | (k >>> 15), C4);
+    h3 = (h3 << 15) | (h3 >>> 17);
+    h3 = (Math.imul(h3 + h4, 5) + 0x96cd1c35) | 0;
+    k = Math.imul(t[p + 13]!, C4);
+    h4 ^= Math.imul((k << 18) | (k >>> 14), C1);
+    h4 = (h4 << 13) | (h4 >>> 19);
+    h4 = (Math.imul(h4 + h1, 5) + 0x32ac3b17) | 0;
+    // Tail: t14, t15 (two words of the last, partial 16-byte block).
+    k = Math.imul(t[p + 15]!, C2);
+    h2 ^= Math.imul((k << 16) | (k >>> 16), C3);
+    k = Math.imul(t[p + 14]!, C1);
+    h1 ^= Math.imul((k << 15) | (k >>> 17), C2);
+    h1 ^= 72; // message length in bytes
     h2 ^= 72;
     h3 ^= 72;
     h4 ^= 72;
