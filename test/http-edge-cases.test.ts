@@ -58,6 +58,7 @@ describe("prompts", () => {
     const s = await service();
     const res = await post(s, "/v1/route", { token_ids: [5, 6, 7] });
     expect(res.statusCode).toBe(200);
+    expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
     expect(res.json()).toMatchObject({
       worker: { key: "w0#0" },
       prompt_tokens: 3,
