@@ -1,6 +1,8 @@
 /**
  * The replay's timing model of one simulated worker, in virtual time. Deliberately
- * simple and documented (docs/replay.md) so results can be reasoned about:
+ * simple and documented (docs/replay.md) so results can be reasoned about. The rules,
+ * parameters and formulas are the simulated worker's (`src/sim/timing.ts`), defined once
+ * so the replay and `kvrouter sim-worker` tell the same story:
  *
  * - prefill is the scarce resource: one worker computes one prompt at a time, FIFO, at
  *   `prefillTokensPerSec` uncached tokens per second plus `prefillOverheadMs` per
@@ -11,18 +13,14 @@
  *   blocks from the start of its prefill until its last token;
  * - requests that cannot start (prefill busy, no slot, or no free KV blocks) wait in a
  *   FIFO queue, like vLLM's waiting queue with FCFS scheduling.
+ *
+ * What stays here is the replay's own default, on which docs/replay.md's results rest.
  */
 
-export interface TimingModel {
-  /** Uncached prompt tokens one worker computes per second. */
-  readonly prefillTokensPerSec: number;
-  /** Fixed time per prefill, ms (includes the step producing the first token). */
-  readonly prefillOverheadMs: number;
-  /** Time per output token after the first, ms. */
-  readonly decodeMsPerToken: number;
-  /** Most requests running (prefilling or decoding) at once on a worker. */
-  readonly maxNumSeqs: number;
-}
+import type { TimingModel } from "../sim/timing.js";
+
+export type { TimingModel } from "../sim/timing.js";
+export { decodeMs, invalidTimingField, prefillMs } from "../sim/timing.js";
 
 /** Defaults chosen so round-robin runs the conversation trace on 8 workers at ~85 % prefill utilisation. */
 export const DEFAULT_TIMING: TimingModel = Object.freeze({
@@ -31,24 +29,3 @@ export const DEFAULT_TIMING: TimingModel = Object.freeze({
   decodeMsPerToken: 25,
   maxNumSeqs: 64,
 });
-
-/** Prefill duration (ms) of a prompt with `uncachedTokens` to compute. */
-export function prefillMs(t: TimingModel, uncachedTokens: number): number {
-  return t.prefillOverheadMs + (uncachedTokens * 1000) / t.prefillTokensPerSec;
-}
-
-/** Decode duration (ms) after the first token. */
-export function decodeMs(t: TimingModel, outputTokens: number): number {
-  return Math.max(0, outputTokens - 1) * t.decodeMsPerToken;
-}
-
-/** Check a timing model; returns the name of the first bad field, or null. */
-export function invalidTimingField(t: TimingModel): string | null {
-  if (!(t.prefillTokensPerSec > 0) || !Number.isFinite(t.prefillTokensPerSec))
-    return "prefillTokensPerSec";
-  if (!(t.prefillOverheadMs >= 0) || !Number.isFinite(t.prefillOverheadMs))
-    return "prefillOverheadMs";
-  if (!(t.decodeMsPerToken >= 0) || !Number.isFinite(t.decodeMsPerToken)) return "decodeMsPerToken";
-  if (!Number.isSafeInteger(t.maxNumSeqs) || t.maxNumSeqs < 1) return "maxNumSeqs";
-  return null;
-}
