@@ -8,5 +8,8 @@ export default defineConfig({
     // Integration tests bind real sockets on loopback; two workers match the 2-core machines.
     pool: "forks",
     maxWorkers: 2,
+    // In CI also write the results as JSON, from which .ci/run prints a plain summary line.
+    reporters: process.env.CI ? ["default", "json"] : ["default"],
+    outputFile: { json: ".vitest-results.json" },
   },
 });
