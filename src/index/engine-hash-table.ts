@@ -9,13 +9,14 @@
  * Freed entries have `meta = FREE` and link the free list through `node`.
  */
 
+import { doubled, SlotTable } from "./slot-table.js";
+
 const STRIDE = 4;
 const HI = 0;
 const LO = 1;
 const META = 2;
 const NODE = 3;
 
-const MAX_LOAD = 0.75;
 /** `meta` of a freed entry (no live entry has all bits set: workers are < 2^16). */
 export const FREE = 0xffffffff;
 
@@ -26,19 +27,14 @@ export class EngineHashTable {
   #capacity: number;
   #top = 0;
   #freeHead = -1;
-  /** Slot i: `[entry id + 1 (0 = empty), 32-bit hash of the key]` (see node-store.ts). */
-  #slots: Uint32Array;
-  #shift: number;
-  #mask: number;
+  /** Key hash → entry id (see slot-table.ts). */
+  readonly #table: SlotTable;
 
   constructor(initialCapacity = 1024) {
     const cap = Math.max(16, initialCapacity);
     this.#capacity = cap;
     this.#rec = new Uint32Array(cap * STRIDE);
-    const bits = 32 - Math.clz32(cap * 2 - 1);
-    this.#slots = new Uint32Array(2 << bits);
-    this.#shift = 32 - bits;
-    this.#mask = (1 << bits) - 1;
+    this.#table = new SlotTable(cap);
   }
 
   /** Entries ever allocated (live or freed): scan `[0, top)` to visit every entry. */
@@ -48,11 +44,12 @@ export class EngineHashTable {
 
   /** Entry of (worker, kind, hash), or −1. `wk` is `worker << 1 | kind`. */
   find(wk: number, hi: number, lo: number): number {
-    const slots = this.#slots;
+    const t = this.#table;
+    const slots = t.slots;
     const rec = this.#rec;
-    const mask = this.#mask;
+    const mask = t.mask;
     const h = hashOf(wk, hi, lo);
-    for (let i = h >>> this.#shift; ; i = (i + 1) & mask) {
+    for (let i = h >>> t.shift; ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
       if (id === 0) return -1;
       if (slots[2 * i + 1] !== h) continue;
@@ -67,7 +64,10 @@ export class EngineHashTable {
     if (e >= 0) {
       this.#freeHead = this.#rec[e * STRIDE + NODE]! | 0;
     } else {
-      if (this.#top === this.#capacity) this.#growPool();
+      if (this.#top === this.#capacity) {
+        this.#rec = doubled(this.#rec);
+        this.#capacity *= 2;
+      }
       e = this.#top++;
     }
     const rec = this.#rec;
@@ -77,36 +77,14 @@ export class EngineHashTable {
     rec[r + META] = (wk << 3) | tierMask;
     rec[r + NODE] = node;
     this.live++;
-    if (this.live > (this.#mask + 1) * MAX_LOAD) this.#growTable();
-    const slots = this.#slots;
-    const mask = this.#mask;
-    const h = hashOf(wk, hi, lo);
-    let i = h >>> this.#shift;
-    while (slots[2 * i] !== 0) i = (i + 1) & mask;
-    slots[2 * i] = e + 1;
-    slots[2 * i + 1] = h;
+    this.#table.insert(e, hashOf(wk, hi, lo), this.live);
     return e;
   }
 
   remove(e: number): void {
-    const slots = this.#slots;
-    const mask = this.#mask;
-    const shift = this.#shift;
     const r = e * STRIDE;
     const rec = this.#rec;
-    let i = hashOf(rec[r + META]! >>> 3, rec[r + HI]!, rec[r + LO]!) >>> shift;
-    while (slots[2 * i] !== e + 1) i = (i + 1) & mask;
-    for (let j = (i + 1) & mask; ; j = (j + 1) & mask) {
-      const id = slots[2 * j]!;
-      if (id === 0) break;
-      const home = slots[2 * j + 1]! >>> shift;
-      if (((j - home) & mask) >= ((j - i) & mask)) {
-        slots[2 * i] = id;
-        slots[2 * i + 1] = slots[2 * j + 1]!;
-        i = j;
-      }
-    }
-    slots[2 * i] = 0;
+    this.#table.remove(e, hashOf(rec[r + META]! >>> 3, rec[r + HI]!, rec[r + LO]!));
     rec[r + META] = FREE;
     rec[r + NODE] = this.#freeHead;
     this.#freeHead = e;
@@ -135,35 +113,7 @@ export class EngineHashTable {
 
   /** Bytes held by the typed arrays. */
   get capacityBytes(): number {
-    return this.#rec.byteLength + this.#slots.byteLength;
-  }
-
-  #growPool(): void {
-    const cap = this.#capacity * 2;
-    const rec = new Uint32Array(cap * STRIDE);
-    rec.set(this.#rec);
-    this.#rec = rec;
-    this.#capacity = cap;
-  }
-
-  #growTable(): void {
-    const old = this.#slots;
-    const size = (this.#mask + 1) * 2;
-    const slots = new Uint32Array(2 * size);
-    const mask = size - 1;
-    const shift = this.#shift - 1;
-    for (let s = 0; s < old.length; s += 2) {
-      const id = old[s]!;
-      if (id === 0) continue;
-      const h = old[s + 1]!;
-      let i = h >>> shift;
-      while (slots[2 * i] !== 0) i = (i + 1) & mask;
-      slots[2 * i] = id;
-      slots[2 * i + 1] = h;
-    }
-    this.#slots = slots;
-    this.#mask = mask;
-    this.#shift = shift;
+    return this.#rec.byteLength + this.#table.byteLength;
   }
 }
 

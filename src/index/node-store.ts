@@ -13,6 +13,7 @@
  */
 
 import { chunkSize, HolderPool } from "./holder-pool.js";
+import { doubled, SlotTable } from "./slot-table.js";
 
 // Record layout (words).
 const STRIDE = 6;
@@ -23,8 +24,6 @@ const CHILDREN = 3;
 const COUNT = 4; // holders
 const HOLDER = 5; // the single holder word, or the chunk offset when COUNT ≥ 2
 
-const MAX_LOAD = 0.75;
-
 export class NodeStore {
   readonly pool = new HolderPool();
   /** Live nodes. */
@@ -33,31 +32,24 @@ export class NodeStore {
   #capacity: number;
   #top = 0;
   #freeHead = -1;
-  /**
-   * Slot i: `[node id + 1 (0 = empty), 32-bit hash of the key]`: probes rarely touch node
-   * records, and growing or deleting never does (the home slot is `hash >>> shift`).
-   */
-  #slots: Uint32Array;
-  #shift: number;
-  #mask: number;
+  /** Key hash → node id (see slot-table.ts). */
+  readonly #table: SlotTable;
 
   constructor(initialCapacity = 1024) {
     const cap = Math.max(16, initialCapacity);
     this.#capacity = cap;
     this.#rec = new Uint32Array(cap * STRIDE);
-    const bits = 32 - Math.clz32(cap * 2 - 1);
-    this.#slots = new Uint32Array(2 << bits);
-    this.#shift = 32 - bits;
-    this.#mask = (1 << bits) - 1;
+    this.#table = new SlotTable(cap);
   }
 
   /** Node id of a key, or −1. */
   find(hi: number, lo: number): number {
-    const slots = this.#slots;
+    const t = this.#table;
+    const slots = t.slots;
     const rec = this.#rec;
-    const mask = this.#mask;
+    const mask = t.mask;
     const h = hashOf(hi, lo);
-    for (let i = h >>> this.#shift; ; i = (i + 1) & mask) {
+    for (let i = h >>> t.shift; ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
       if (id === 0) return -1;
       if (slots[2 * i + 1] === h) {
@@ -73,7 +65,10 @@ export class NodeStore {
     if (n >= 0) {
       this.#freeHead = this.#rec[n * STRIDE + PARENT]! - 1;
     } else {
-      if (this.#top === this.#capacity) this.#growPool();
+      if (this.#top === this.#capacity) {
+        this.#rec = doubled(this.#rec);
+        this.#capacity *= 2;
+      }
       n = this.#top++;
     }
     const rec = this.#rec;
@@ -86,38 +81,15 @@ export class NodeStore {
     rec[r + HOLDER] = 0;
     if (parent >= 0) rec[parent * STRIDE + CHILDREN]!++;
     this.live++;
-    if (this.live > (this.#mask + 1) * MAX_LOAD) this.#growTable();
-    const slots = this.#slots;
-    const mask = this.#mask;
-    const h = hashOf(hi, lo);
-    let i = h >>> this.#shift;
-    while (slots[2 * i] !== 0) i = (i + 1) & mask;
-    slots[2 * i] = n + 1;
-    slots[2 * i + 1] = h;
+    this.#table.insert(n, hashOf(hi, lo), this.live);
     return n;
   }
 
   /** Frees a node without holders or children; returns its parent (−1 at a root). */
   free(n: number): number {
-    const slots = this.#slots;
     const rec = this.#rec;
-    const mask = this.#mask;
-    const shift = this.#shift;
     const r = n * STRIDE;
-    let i = hashOf(rec[r + KEY_HI]!, rec[r + KEY_LO]!) >>> shift;
-    while (slots[2 * i] !== n + 1) i = (i + 1) & mask;
-    // Backward-shift deletion keeps probe chains intact without tombstones.
-    for (let j = (i + 1) & mask; ; j = (j + 1) & mask) {
-      const id = slots[2 * j]!;
-      if (id === 0) break;
-      const home = slots[2 * j + 1]! >>> shift;
-      if (((j - home) & mask) >= ((j - i) & mask)) {
-        slots[2 * i] = id;
-        slots[2 * i + 1] = slots[2 * j + 1]!;
-        i = j;
-      }
-    }
-    slots[2 * i] = 0;
+    this.#table.remove(n, hashOf(rec[r + KEY_HI]!, rec[r + KEY_LO]!));
     const p = rec[r + PARENT]! - 1;
     if (p >= 0) rec[p * STRIDE + CHILDREN]!--;
     rec[r + PARENT] = this.#freeHead + 1;
@@ -253,35 +225,7 @@ export class NodeStore {
 
   /** Bytes held by the typed arrays (capacity, not just live nodes). */
   get capacityBytes(): number {
-    return this.#rec.byteLength + this.#slots.byteLength + this.pool.words.byteLength;
-  }
-
-  #growPool(): void {
-    const cap = this.#capacity * 2;
-    const rec = new Uint32Array(cap * STRIDE);
-    rec.set(this.#rec);
-    this.#rec = rec;
-    this.#capacity = cap;
-  }
-
-  #growTable(): void {
-    const old = this.#slots;
-    const size = (this.#mask + 1) * 2;
-    const slots = new Uint32Array(2 * size);
-    const mask = size - 1;
-    const shift = this.#shift - 1;
-    for (let s = 0; s < old.length; s += 2) {
-      const id = old[s]!;
-      if (id === 0) continue;
-      const h = old[s + 1]!;
-      let i = h >>> shift;
-      while (slots[2 * i] !== 0) i = (i + 1) & mask;
-      slots[2 * i] = id;
-      slots[2 * i + 1] = h;
-    }
-    this.#slots = slots;
-    this.#mask = mask;
-    this.#shift = shift;
+    return this.#rec.byteLength + this.#table.byteLength + this.pool.words.byteLength;
   }
 }
 
