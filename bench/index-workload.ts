@@ -9,6 +9,7 @@
 import { type EngineBlockHash, engineHashFromU32Pair } from "../src/protocol/engine-hash.js";
 import { type KvEvent, tierOfMedium } from "../src/protocol/events.js";
 import { type WorkerKey, workerKey } from "../src/protocol/worker.js";
+import { seededRng as rng } from "../src/scheduler/rng.js";
 
 export interface WorkloadOptions {
   readonly workers: number;
@@ -22,17 +23,6 @@ export interface WorkloadOptions {
 export interface WorkloadEvent {
   readonly worker: WorkerKey;
   readonly event: KvEvent;
-}
-
-/** Small, fast, seedable PRNG (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 interface Conversation {

@@ -10,6 +10,7 @@
  */
 
 import { encodeEventBatch, type WireEvent } from "../src/protocol/event-encoder.js";
+import { seededRng as rng } from "../src/scheduler/rng.js";
 
 export interface WorkloadOptions {
   /** Blocks to emit in total (stored + removed). */
@@ -32,18 +33,6 @@ export interface Workload {
   readonly removedBlocks: number;
   readonly events: number;
   readonly bytes: number;
-}
-
-/** mulberry32: small, fast, good enough for a workload generator. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export function generateWorkload(options: WorkloadOptions = DEFAULT_WORKLOAD): Workload {

@@ -9,7 +9,7 @@
  * the worker as ids: what the router hashes is exactly what the worker computes.
  */
 
-import { seededRng } from "../replay/rng.js";
+import { seededRng } from "../scheduler/rng.js";
 import type { SimTokenizer } from "../sim/tokenizer.js";
 import type { WorkloadShape } from "./demo-options.js";
 

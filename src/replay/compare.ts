@@ -4,6 +4,7 @@
  */
 
 import { RadixTreeIndex } from "../index/radix-tree.js";
+import { deriveSeed, seededRng } from "../scheduler/rng.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { KvPolicy } from "./kv-policy.js";
 import {
@@ -15,7 +16,6 @@ import {
   type RoutingPolicy,
 } from "./policies.js";
 import type { ReportRun } from "./report.js";
-import { deriveSeed, seededRng } from "./rng.js";
 import { type FleetOptions, runReplay, unlimitedBlocks } from "./run-replay.js";
 import type { TraceRequest } from "./trace.js";
 

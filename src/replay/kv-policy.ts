@@ -14,9 +14,9 @@ import { WorkerRegistry } from "../load/worker-registry.js";
 import type { KvEvent } from "../protocol/events.js";
 import { type WorkerKey, workerKey } from "../protocol/worker.js";
 import { Router } from "../router.js";
+import type { Rng } from "../scheduler/rng.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import type { RoutingPolicy, ScrapedLoad } from "./policies.js";
-import type { Rng } from "./rng.js";
 import type { RequestOutcome } from "./sim-fleet.js";
 import type { TraceRequest } from "./trace.js";
 

@@ -5,12 +5,12 @@
  */
 
 import type { KvEvent } from "../protocol/events.js";
+import { deriveSeed } from "../scheduler/rng.js";
 import type { CacheEvent } from "../sim/kv-cache.js";
 import { EventQueue } from "./event-queue.js";
 import { toKvEvent } from "./kv-event-convert.js";
 import { type RunSummary, summariseRun, ttftSorted } from "./metrics.js";
 import type { FleetView, RoutingPolicy } from "./policies.js";
-import { deriveSeed } from "./rng.js";
 import { type RequestOutcome, SimFleet } from "./sim-fleet.js";
 import type { TimingModel } from "./timing-model.js";
 import { requestTokens } from "./tokens.js";

@@ -4,17 +4,7 @@ import type { EffectiveLoad } from "../load/types.js";
 import { workerKey } from "../protocol/worker.js";
 import type { CandidateInput, TierOverlap } from "./types.js";
 
-/** Deterministic uniform rng in [0, 1) (mulberry32). */
-export function seededRng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRng } from "./rng.js";
 
 export function load(over: Partial<EffectiveLoad> = {}): EffectiveLoad {
   return {

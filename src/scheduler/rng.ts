@@ -1,6 +1,7 @@
 /**
- * Seeded randomness for the replay (random routing, the scheduler's sampling). A run's
- * result depends only on its inputs and seed, never on Math.random.
+ * Seeded randomness. The scheduler takes its rng as an argument (tie breaks, softmax
+ * sampling); the service passes Math.random, while the trace replay, the demo's workload,
+ * the benchmarks' workloads and the tests pass these, so a run depends only on its seed.
  */
 
 /** A generator of floats in [0, 1). */
