@@ -52,12 +52,13 @@ const storedCmd = fc
     n: fc.integer({ min: 1, max: 3 }),
     parent: fc.option(hash, { freq: 2 }),
     lora: fc.constantFrom(...LORAS),
+    loraId: fc.constantFrom(null, null, 0, 7),
     medium,
     hashes: fc.array(hash, { minLength: 3, maxLength: 3 }),
     tokens: fc.array(fc.nat(1), { minLength: 3 * BS, maxLength: 3 * BS }),
     damage: fc.constantFrom("none", "none", "none", "none", "blockSize", "tokenCount"),
   })
-  .map(({ w, n, parent, lora, medium, hashes, tokens, damage }): Command => {
+  .map(({ w, n, parent, lora, loraId, medium, hashes, tokens, damage }): Command => {
     const tokenIds = tokens.slice(0, damage === "tokenCount" ? n * BS - 1 : n * BS);
     return {
       kind: "event",
@@ -68,7 +69,7 @@ const storedCmd = fc
         parentHash: parent,
         tokenIds,
         blockSize: damage === "blockSize" ? BS + 1 : BS,
-        loraId: null,
+        loraId,
         loraName: lora,
         medium,
         tier: tierOfMedium(medium),

@@ -135,7 +135,7 @@ export class ReferenceIndex {
           return ok("invalid_token_count");
         }
         let parent: ModelNode | null = null;
-        let lora = event.loraName ?? "";
+        let lora = event.loraName || (event.loraId ? `\u0000lora_id:${event.loraId}` : "");
         let prefix: number[] = [];
         if (event.parentHash !== null) {
           const p = held.get(event.parentHash);

@@ -23,7 +23,12 @@ function stored(
   hashes: EngineBlockHash[],
   parentHash: EngineBlockHash | null,
   tokenIds: number[],
-  opts: { medium?: string | null; loraName?: string | null; blockSize?: number } = {},
+  opts: {
+    medium?: string | null;
+    loraName?: string | null;
+    loraId?: number | null;
+    blockSize?: number;
+  } = {},
 ): KvEvent {
   const medium = opts.medium ?? null;
   return {
@@ -32,7 +37,7 @@ function stored(
     parentHash,
     tokenIds,
     blockSize: opts.blockSize ?? BS,
-    loraId: null,
+    loraId: opts.loraId ?? null,
     loraName: opts.loraName ?? null,
     medium,
     tier: tierOfMedium(medium),
@@ -107,6 +112,17 @@ describe("RadixTreeIndex", () => {
     index.applyEvent(A, stored([h(3)], h(2), P.slice(8, 12)));
     expect(match(index, P, "sql")[A]).toEqual(m(3, 3, 3, 3));
     expect(index.stats().nodes).toBe(5);
+  });
+
+  it("keeps blocks of an adapter known only by lora_id (SGLang, old vLLM) off the base model", () => {
+    const index = new RadixTreeIndex({ blockSize: BS });
+    index.applyEvent(A, stored([h(1)], null, P.slice(0, 4), { loraId: 3 }));
+    index.applyEvent(B, stored([h(1)], null, P.slice(0, 4), { loraId: 0 }));
+    expect(match(index, P, null)).toEqual({ [A]: m(0, 0, 0, 1), [B]: m(1, 1, 1, 1) });
+    expect(match(index, P, "3")).toEqual({ [A]: m(0, 0, 0, 1), [B]: m(0, 0, 0, 1) });
+    // A name, when sent, decides; the id is then only informative.
+    index.applyEvent(A, stored([h(2)], null, P.slice(0, 4), { loraId: 3, loraName: "sql" }));
+    expect(match(index, P, "sql")[A]).toEqual(m(1, 1, 1, 2));
   });
 
   it("rejects an unknown parent, a wrong block size and a wrong token count, applying nothing", () => {

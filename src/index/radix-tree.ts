@@ -169,7 +169,7 @@ export class RadixTreeIndex implements PrefixIndex {
     let phi: number;
     let plo: number;
     if (ev.parentHash === null) {
-      const root = rootKey(ev.loraName);
+      const root = rootKey(adapterOf(ev));
       phi = root[0];
       plo = root[1];
     } else {
@@ -320,6 +320,17 @@ export class RadixTreeIndex implements PrefixIndex {
     const nodes = this.#nodes;
     while (node >= 0 && nodes.isUnused(node)) node = nodes.free(node);
   }
+}
+
+/**
+ * The adapter a stored event's chain is rooted at. Engines that send only the numeric
+ * `lora_id` (SGLang, older vLLM) still cache adapter blocks apart from the base model's:
+ * they get a root of their own that no request's `lora_name` names (NUL-prefixed), so
+ * they never match a base-model prompt. `lora_id` 0 or null is the base model.
+ */
+function adapterOf(ev: BlockStoredEvent): string | null {
+  if (ev.loraName !== null && ev.loraName !== "") return ev.loraName;
+  return ev.loraId ? `\u0000lora_id:${ev.loraId}` : null;
 }
 
 function copyKey(w: number, bit: number, hash: EngineBlockHash): string {
