@@ -88,8 +88,11 @@ export class SubscriberPool {
     const subscribers = this.#workers.get(workerId);
     if (subscribers === undefined) return false;
     this.#workers.delete(workerId);
-    await Promise.all(subscribers.map((s) => s.close()));
+    const closing = Promise.all(subscribers.map((s) => s.close()));
+    // close() stops applying at once: drop the entries now, before an `add` of the same
+    // id (possible while we wait) can store blocks that a later removal would wipe.
     for (const s of subscribers) this.#index.removeWorker(s.state().worker);
+    await closing;
     return true;
   }
 
