@@ -150,6 +150,24 @@ describe("malformed requests", () => {
     expect(badUrl.json().error.details[0].path).toBe("body/url");
   });
 
+  it("rejects model, lora_name and request_id names longer than 256 characters", async () => {
+    const s = await service();
+    const long = "m".repeat(257);
+    const cases: [string, Record<string, unknown>, string][] = [
+      ["/v1/route", { token_ids: [1], model: long }, "body/model"],
+      ["/v1/match", { token_ids: [1], model: long }, "body/model"],
+      ["/v1/route", { token_ids: [1], lora_name: long }, "body/lora_name"],
+      ["/v1/route", { token_ids: [1], request_id: long }, "body/request_id"],
+    ];
+    for (const [url, payload, path] of cases) {
+      const res = await post(s, url, payload);
+      expect(res.statusCode, path).toBe(400);
+      expect(res.json().error.message, path).toContain(path);
+    }
+    const fits = await post(s, "/v1/route", { token_ids: [1], lora_name: "a".repeat(256) });
+    expect(fits.statusCode).toBe(200);
+  });
+
   it("rejects __proto__ and constructor keys by schema, naming them", async () => {
     const s = await service();
     const json = { "content-type": "application/json" };

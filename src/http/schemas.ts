@@ -11,6 +11,8 @@ export type SchemaLimits = Pick<ServerConfig, "maxPromptTokens" | "maxTokenId">;
 
 const nonNegative = { type: "number", minimum: 0 } as const;
 const requestId = { type: "string", minLength: 1, maxLength: 256 } as const;
+/** Model and adapter names: bounded, since callers choose them freely. */
+const name = { type: "string", minLength: 1, maxLength: 256 } as const;
 
 /** Per-request scheduler overrides (ranges are checked by the scheduler's own rules). */
 const overrides = {
@@ -48,6 +50,7 @@ export interface RouteBody extends MatchBody {
   readonly request_id?: string;
   readonly overrides?: {
     readonly prefill?: number;
+    readonly pending?: number;
     readonly decode?: number;
     readonly queue?: number;
     readonly host?: number;
@@ -63,9 +66,9 @@ export function matchBodySchema(limits: SchemaLimits) {
     required: ["token_ids"],
     additionalProperties: false,
     properties: {
-      model: { type: "string", minLength: 1 },
+      model: name,
       token_ids: tokenIds(limits),
-      lora_name: { type: ["string", "null"], minLength: 1 },
+      lora_name: { ...name, type: ["string", "null"] },
     },
   } as const;
 }

@@ -38,6 +38,20 @@ describe("WorkerRegistry", () => {
     expect(r.remove(workerKey("a"))).toBe(false);
   });
 
+  it("shares one list among models no worker names, so callers cannot grow the cache", () => {
+    const r = new WorkerRegistry();
+    r.upsert({ ...base, workerId: "a", model: "m1" });
+    r.upsert({ ...base, workerId: "any" });
+    const first = r.routable("nope-1");
+    expect(first.map((w) => w.key)).toEqual(["any#0"]);
+    for (let i = 2; i < 100; i++) expect(r.routable(`nope-${i}`)).toBe(first);
+    expect(r.routable("m1")).toBe(r.routable("m1"));
+    expect(r.routable("m1").map((w) => w.key)).toEqual(["a#0", "any#0"]);
+    r.upsert({ ...base, workerId: "b", model: "nope-1" });
+    expect(r.routable("nope-1").map((w) => w.key)).toEqual(["any#0", "b#0"]);
+    expect(r.routable("nope-2").map((w) => w.key)).toEqual(["any#0"]);
+  });
+
   it("rejects bad specs naming the field", () => {
     const r = new WorkerRegistry();
     const field = (f: () => unknown) => {

@@ -77,10 +77,14 @@ function checkUrl(field: string, value: unknown): string {
 export class WorkerRegistry {
   readonly #workers = new Map<WorkerKey, WorkerInfo>();
   #version = 0;
-  #routableCache: { version: number; byModel: Map<string | null, readonly WorkerInfo[]> } = {
-    version: -1,
-    byModel: new Map(),
-  };
+  #routableCache: {
+    version: number;
+    byModel: Map<string | null, readonly WorkerInfo[]>;
+    /** The list for every model no registered worker names (null-model workers only). */
+    anyModel: readonly WorkerInfo[] | null;
+    /** Models registered engines name (the only non-null cache keys). */
+    models: ReadonlySet<string>;
+  } = { version: -1, byModel: new Map(), anyModel: null, models: new Set() };
 
   /** Monotonic mutation counter. */
   get version(): number {
@@ -128,22 +132,28 @@ export class WorkerRegistry {
 
   /**
    * Routing targets (engines, not stores), optionally only those serving `model`
-   * (workers with a null model serve any model). Cached until the next mutation.
+   * (workers with a null model serve any model). Cached until the next mutation, but only
+   * for `null` and the models registered workers name: every other model gets one shared
+   * list (the any-model workers), so callers naming arbitrary models cannot grow the cache.
    */
   routable(model: string | null = null): readonly WorkerInfo[] {
     const cache = this.#routableCache;
     if (cache.version !== this.#version) {
       cache.version = this.#version;
       cache.byModel.clear();
+      cache.anyModel = null;
+      cache.models = new Set(this.models());
     }
     let list = cache.byModel.get(model);
-    if (list === undefined) {
-      list = this.list().filter(
-        (w) =>
-          w.kind !== "mooncake-store" && (model === null || w.model === null || w.model === model),
-      );
-      cache.byModel.set(model, list);
-    }
+    if (list !== undefined) return list;
+    const known = model === null || cache.models.has(model);
+    if (!known && cache.anyModel !== null) return cache.anyModel;
+    list = this.list().filter(
+      (w) =>
+        w.kind !== "mooncake-store" && (model === null || w.model === null || w.model === model),
+    );
+    if (known) cache.byModel.set(model, list);
+    else cache.anyModel = list;
     return list;
   }
 
