@@ -219,6 +219,21 @@ describe("Router.route", () => {
     expect(r.decision.candidates[0]).toMatchObject({ stale: true, excluded: "stale" });
   });
 
+  it("sends nothing to a just-added worker whose scrapes have only failed", () => {
+    const { router, loads, add } = setup();
+    const busy = add("busy", { numGpuBlocks: 1000 });
+    const down = add("down", { numGpuBlocks: 1000 });
+    loads.update(busy, { running: 8, waiting: 4, kvUsage: 0.6, atMs: 0 }, 0);
+    loads.track(down, 0);
+    loads.recordFailure(down, "ECONNREFUSED", 10);
+    for (let i = 0; i < 20; i++) {
+      const r = router.route({ tokenIds: prompt(40, i) }, 20 + i);
+      if (!r.ok) throw new Error(r.error.message);
+      expect(r.decision.worker).toBe(busy);
+      expect(r.decision.candidates[1]).toMatchObject({ stale: true, excluded: "stale" });
+    }
+  });
+
   it("counts blocks held by a shared store", () => {
     const { router, index, registry, add } = setup();
     add("a");

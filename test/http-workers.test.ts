@@ -44,8 +44,9 @@ describe("GET /v1/workers", () => {
       metrics_url: null,
     });
     expect(w.ranks.map((r: { key: string }) => r.key)).toEqual(["w0#0", "w0#1"]);
+    // Just added, nothing pushed yet: pending (not stale, but not fresh either).
     expect(w.ranks[0].load).toMatchObject({
-      state: "fresh",
+      state: "pending",
       stale: false,
       source: null,
       running: null,

@@ -47,13 +47,29 @@ describe("LoadTracker", () => {
     });
   });
 
-  it("counts a tracked worker that never succeeded as stale from when tracking began", () => {
+  it("counts a worker whose first answer is pending as pending until staleAfterMs", () => {
     const t = new LoadTracker({ staleAfterMs: 1000 });
     t.track(A, 5000);
-    expect(t.state(A, 5999)).toBe("fresh");
+    expect(t.state(A, 5999)).toBe("pending");
+    expect(t.isStale(A, 5999)).toBe(false);
+    expect(t.view(A, 5999)).toMatchObject({ state: "pending", stale: false });
     expect(t.state(A, 6000)).toBe("stale");
     t.forget(A);
     expect(t.state(A, 6000)).toBe("unknown");
+  });
+
+  it("counts a worker whose scrapes have only failed as stale at once, fresh on a success", () => {
+    const t = new LoadTracker({ staleAfterMs: 1000 });
+    t.track(A, 5000);
+    t.recordFailure(A, "ECONNREFUSED", 5010);
+    expect(t.state(A, 5010)).toBe("stale");
+    expect(t.isStale(A, 5010)).toBe(true);
+    t.update(A, snap({ atMs: 5100 }), 5100);
+    expect(t.state(A, 5100)).toBe("fresh");
+    // Once it has succeeded, a failure only matters after staleAfterMs without success.
+    t.recordFailure(A, "timeout", 5200);
+    expect(t.state(A, 5200)).toBe("fresh");
+    expect(t.state(A, 6100)).toBe("stale");
   });
 
   it("refuses invalid snapshots, naming the field", () => {

@@ -1,7 +1,9 @@
 /**
  * Latest load snapshot per worker, from scrapes or pushes alike, with failure tracking
- * and staleness. A worker is stale once `staleAfterMs` passed since its last success
- * (or since tracking started, if it never succeeded). Pure state: time is passed in.
+ * and staleness. A worker is stale once `staleAfterMs` passed since its last success; one
+ * that never succeeded is stale from its first failure (a down worker must not look idle),
+ * and otherwise `pending` until `staleAfterMs` after tracking began. Pure state: time is
+ * passed in.
  */
 
 import type { WorkerKey } from "../protocol/worker.js";
@@ -100,10 +102,15 @@ export class LoadTracker {
     e.totalFailures++;
   }
 
-  /** Whether the worker is tracked and has had no success for `staleAfterMs`. */
+  /**
+   * Whether the worker is tracked and has had no success for `staleAfterMs`, or has never
+   * succeeded and at least one attempt failed.
+   */
   isStale(worker: WorkerKey, nowMs: number): boolean {
     const e = this.#entries.get(worker);
-    return e !== undefined && nowMs - (e.lastSuccessMs ?? e.sinceMs) >= this.staleAfterMs;
+    if (e === undefined) return false;
+    if (e.lastSuccessMs === null && e.totalFailures > 0) return true;
+    return nowMs - (e.lastSuccessMs ?? e.sinceMs) >= this.staleAfterMs;
   }
 
   /** Latest snapshot, or null (fast path for the router; ignores staleness). */
@@ -112,8 +119,10 @@ export class LoadTracker {
   }
 
   state(worker: WorkerKey, nowMs: number): LoadState {
-    if (!this.#entries.has(worker)) return "unknown";
-    return this.isStale(worker, nowMs) ? "stale" : "fresh";
+    const e = this.#entries.get(worker);
+    if (e === undefined) return "unknown";
+    if (this.isStale(worker, nowMs)) return "stale";
+    return e.lastSuccessMs === null ? "pending" : "fresh";
   }
 
   /** Everything known about a worker at `nowMs`. */

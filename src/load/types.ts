@@ -68,10 +68,12 @@ export type LoadSource = "scrape" | "push";
 /**
  * Freshness of a worker's load information:
  * - `fresh`: a successful scrape/push within `staleAfterMs`;
- * - `stale`: the tracker knows the worker but has had no success for `staleAfterMs`;
+ * - `stale`: no success for `staleAfterMs`, or never a success and at least one failure;
+ * - `pending`: tracked for less than `staleAfterMs`, no scrape/push has answered yet (just
+ *   added): routed on in-flight predictions alone, like `unknown`;
  * - `unknown`: the tracker never heard of the worker (no scraping configured, e.g. replay).
  */
-export type LoadState = "fresh" | "stale" | "unknown";
+export type LoadState = "fresh" | "stale" | "pending" | "unknown";
 
 /** Everything the tracker knows about one worker, at a given time. */
 export interface LoadView {
