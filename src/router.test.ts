@@ -193,6 +193,15 @@ describe("Router.route", () => {
     expect(!bad.ok && bad.error.message).toContain("overrides.temperature");
   });
 
+  it("lets a request id be reused once its request expired by TTL", () => {
+    const { router, add } = setup();
+    add("a");
+    expect(router.route({ tokenIds: prompt(8), requestId: "x" }, 0).ok).toBe(true);
+    expect(router.route({ tokenIds: prompt(8), requestId: "x" }, 59_999).ok).toBe(false);
+    const reused = router.route({ tokenIds: prompt(8), requestId: "x" }, 60_000);
+    expect(reused.ok).toBe(true);
+  });
+
   it("applies per-request overrides", () => {
     const { router, index, add } = setup();
     const a = add("a");

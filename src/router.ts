@@ -148,6 +148,8 @@ export class Router {
     const clock = this.#clock;
     const t0 = clock();
     const d = this.#d;
+    // TTLs first: an id whose request expired is free again (and must not read as a duplicate).
+    d.inFlight.expire(nowMs);
     let config: SchedulerConfig;
     try {
       config = withOverrides(this.#config, req.overrides);
@@ -184,7 +186,6 @@ export class Router {
     const matches = d.index.findMatches(keys);
     const t2 = clock();
 
-    d.inFlight.expire(nowMs);
     const byWorker = indexMatches(matches.workers);
     const store = this.#storeOverlap(matches.workers);
     const promptTokens = req.tokenIds.length;

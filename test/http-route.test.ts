@@ -281,6 +281,44 @@ describe("request lifecycle", () => {
     }
   });
 
+  it("applies in-flight TTLs to reused ids, reports, /v1/workers and /metrics, not only routes", async () => {
+    let now = 1_000_000;
+    svc = await startTestService(
+      { workers: workers(1), inFlight: { ttlMs: 60_000, prefillTtlMs: 10_000 } },
+      { nowMs: () => now },
+    );
+    const s = svc;
+    await pushLoad(s, "w0");
+    for (const id of ["a", "b"]) {
+      expect(
+        (await post(s, "/v1/route", { token_ids: tokens(8), request_id: id })).statusCode,
+      ).toBe(200);
+    }
+    const inFlight = async () =>
+      (await s.app.inject({ method: "GET", url: "/v1/workers" })).json().workers[0].ranks[0]
+        .in_flight.requests;
+    const gauge = async () => {
+      const text = (await s.app.inject({ method: "GET", url: "/metrics" })).body;
+      const line = text.split("\n").find((l) => l.startsWith("kvrouter_inflight_requests{"));
+      return line === undefined ? 0 : Number(line.split(" ")[1]);
+    };
+    expect(await inFlight()).toBe(2);
+    expect(await gauge()).toBe(2);
+    now += 60_000; // both TTLs have run out; nothing was routed since
+    expect(await gauge()).toBe(0);
+    expect(await inFlight()).toBe(0);
+    now += 60_000;
+    await post(s, "/v1/route", { token_ids: tokens(8), request_id: "c" });
+    now += 60_000;
+    const late = await post(s, "/v1/requests/c/done", {});
+    expect(late.statusCode).toBe(404);
+    await post(s, "/v1/route", { token_ids: tokens(8), request_id: "d" });
+    now += 60_000;
+    // The id of an expired request can be reused (docs/http-api.md).
+    const reused = await post(s, "/v1/route", { token_ids: tokens(8), request_id: "d" });
+    expect(reused.statusCode).toBe(200);
+  });
+
   it("accepts lifecycle calls without a body", async () => {
     const s = await service();
     const res = await s.app.inject({ method: "POST", url: "/v1/requests/nope/done" });

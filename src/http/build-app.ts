@@ -53,7 +53,11 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
       const nowMs = deps.nowMs();
       return deps.registry.list().map((w) => deps.loads.view(w.key, nowMs));
     },
-    inFlight: () => deps.inFlight.workers().map((k) => [k, deps.inFlight.totals(k)] as const),
+    inFlight: () => {
+      // Apply TTLs first: the figures must not freeze at their last value when routing stops.
+      deps.inFlight.expire(deps.nowMs());
+      return deps.inFlight.workers().map((k) => [k, deps.inFlight.totals(k)] as const);
+    },
     nowMs: deps.nowMs,
   });
   // JSON only: anything else is a 415 rather than a string the schema then rejects.

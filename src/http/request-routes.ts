@@ -22,10 +22,18 @@ function answer(update: InFlightUpdate, event: string) {
 
 export function registerRequestRoutes(app: FastifyInstance, deps: AppDeps): void {
   const schema = { params: requestIdParams };
-  app.post<{ Params: { id: string } }>("/v1/requests/:id/first-token", { schema }, async (req) =>
-    answer(deps.inFlight.firstToken(req.params.id, deps.nowMs()), "first_token"),
-  );
-  app.post<{ Params: { id: string } }>("/v1/requests/:id/done", { schema }, async (req) =>
-    answer(deps.inFlight.done(req.params.id, deps.nowMs()), "done"),
-  );
+  // TTLs are applied before each report, so an expired id is a 404 even if no route swept it.
+  const now = () => {
+    const nowMs = deps.nowMs();
+    deps.inFlight.expire(nowMs);
+    return nowMs;
+  };
+  app.post<{ Params: { id: string } }>("/v1/requests/:id/first-token", { schema }, async (req) => {
+    const nowMs = now();
+    return answer(deps.inFlight.firstToken(req.params.id, nowMs), "first_token");
+  });
+  app.post<{ Params: { id: string } }>("/v1/requests/:id/done", { schema }, async (req) => {
+    const nowMs = now();
+    return answer(deps.inFlight.done(req.params.id, nowMs), "done");
+  });
 }

@@ -34,6 +34,7 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
   const views = (only?: string) => {
     const byKey = new Map(deps.streams().map((s) => [s.worker, s]));
     const nowMs = deps.nowMs();
+    inFlight.expire(nowMs); // TTLs apply even while nothing is being routed
     const list =
       only === undefined ? fleet.list() : [fleet.get(only)].filter((w) => w !== undefined);
     return list.map((w) =>
