@@ -88,6 +88,26 @@ describe("mutating worker routes need the bearer token", () => {
     expect(right.statusCode).toBeLessThan(300);
   });
 
+  it("answers 401 before validating the body, params or JSON", async () => {
+    const s = await service();
+    const bad = [
+      { method: "POST" as const, url: "/v1/workers", payload: { url: 5 } },
+      { method: "DELETE" as const, url: `/v1/workers/${"x".repeat(65)}` },
+      { method: "PUT" as const, url: "/v1/workers/w0/load", payload: { running: "many" } },
+      {
+        method: "POST" as const,
+        url: "/v1/workers",
+        headers: { "content-type": "application/json" },
+        payload: "{not json",
+      },
+    ];
+    for (const call of bad) {
+      const res = await s.app.inject(call);
+      expect(res.statusCode, `${call.method} ${call.url}`).toBe(401);
+      expect(res.json().error.code).toBe("unauthorized");
+    }
+  });
+
   it("leaves them open when no token is configured", async () => {
     const s = await startTestService({ workers: workers(1) });
     svc = s;

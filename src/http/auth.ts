@@ -10,7 +10,11 @@ import { ApiError } from "./errors.js";
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
-/** A `preHandler` hook requiring `Authorization: Bearer <token>`; null token = no check. */
+/**
+ * An `onRequest` hook requiring `Authorization: Bearer <token>`; null token = no check.
+ * `onRequest` runs before the body is parsed or validated, so an unauthenticated caller
+ * gets a 401 and never learns the route's schema from a 400.
+ */
 export function requireBearer(token: string | null) {
   const expected = token === null ? null : digest(token);
   return async (req: FastifyRequest): Promise<void> => {

@@ -51,7 +51,7 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
 
   app.post<{ Body: AddWorkerBody }>(
     "/v1/workers",
-    { schema: { body: addWorkerBodySchema }, preHandler: guard },
+    { schema: { body: addWorkerBodySchema }, onRequest: guard },
     async (req, reply) => {
       const raw = Object.fromEntries(Object.entries(req.body).map(([k, v]) => [toCamel(k), v]));
       const checked = validateWorker(raw, "body", deps.config.index.blockSize);
@@ -75,7 +75,7 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
 
   app.delete<{ Params: { id: string } }>(
     "/v1/workers/:id",
-    { schema: { params: workerIdParams }, preHandler: guard },
+    { schema: { params: workerIdParams }, onRequest: guard },
     async (req) => {
       const { id } = req.params;
       if (!(await fleet.remove(id))) {
@@ -88,7 +88,7 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
 
   app.put<{ Params: { id: string }; Body: PushLoadBody }>(
     "/v1/workers/:id/load",
-    { schema: { params: workerIdParams, body: pushLoadBodySchema }, preHandler: guard },
+    { schema: { params: workerIdParams, body: pushLoadBodySchema }, onRequest: guard },
     async (req) => {
       const { id } = req.params;
       const w = fleet.get(id);
