@@ -10,7 +10,7 @@ import { Router } from "zeromq";
 import { computeBlockKeys } from "../src/index/block-key.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
 import type { PrefixIndex } from "../src/index/types.js";
-import type { WireBatch } from "../src/protocol/event-encoder.js";
+import { encodeEventBatch, type WireBatch } from "../src/protocol/event-encoder.js";
 import { workerKey } from "../src/protocol/worker.js";
 import { EnginePublisher, type EnginePublisherOptions } from "../src/sources/engine-publisher.js";
 import {
@@ -339,6 +339,63 @@ describe("KvEventSubscriber over ZeroMQ", () => {
     expect(index.of(W)).toEqual(hashes.map(hex));
     expect(sub.state().resets.restart).toBe(1);
     expect(sub.state().resets.unfilled_gap).toBe(0);
+  });
+
+  it("detects an engine restart that happens while a replay is in flight", async () => {
+    // A scripted replay endpoint: the first request (from 0) gets the old engine's three
+    // batches and then silence, so the replay is still running when the engine restarts.
+    const index = new RecordingIndex();
+    const router = new Router({ linger: 0 });
+    await router.bind(LOOPBACK);
+    cleanups.push(async () => router.close());
+    const seq8 = (n: bigint) => {
+      const b = Buffer.alloc(8);
+      b.writeBigUInt64BE(n);
+      return b;
+    };
+    const end = Buffer.alloc(8, 0xff);
+    const oldBatches = [1n, 2n, 3n].map((h) => encodeEventBatch(storedBatch([h])));
+    const newBatch = encodeEventBatch(storedBatch([9n]));
+    const requests: bigint[] = [];
+    void (async () => {
+      for await (const [id, , from] of router) {
+        const start = from!.readBigUInt64BE();
+        requests.push(start);
+        if (requests.length === 1) {
+          for (const [i, p] of oldBatches.entries()) {
+            await router.send([id!, "", "kv-events", seq8(BigInt(i)), p]);
+          }
+          continue; // no end marker: the replay hangs until its timeout
+        }
+        // The restarted engine holds only its batch 0.
+        if (start === 0n) await router.send([id!, "", "kv-events", seq8(0n), newBatch]);
+        await router.send([id!, "", "", end, ""]);
+      }
+    })().catch(() => {}); // ends when the router is closed by the cleanup
+
+    const port = await freePortRange(1);
+    const endpoint = `tcp://127.0.0.1:${port}`;
+    const first = await EnginePublisher.bind({
+      endpoint,
+      replayEndpoint: null,
+      topic: "kv-events",
+    });
+    const sub = subscriber(index, first, {
+      replayEndpoint: router.lastEndpoint!,
+      replayTimeoutMs: 1500,
+    });
+    await waitFor("old batches replayed", () => index.of(W).length === 3);
+    expect(sub.state().replaying).toBe(true);
+    await first.close();
+    await waitFor("disconnect", () => !sub.state().connected);
+    const second = await publisher({ endpoint, replayEndpoint: null });
+    await waitFor("reconnect", () => sub.state().connected);
+    second.publish(storedBatch([9n])); // seq 0 again, queued behind the hanging replay
+
+    await waitFor("rebuilt", () => index.of(W).join() === hex(9n) && !sub.state().replaying);
+    expect(sub.state().resets.restart).toBe(1);
+    expect(sub.state().replayFailures.timeout).toBe(1);
+    expect(requests.slice(0, 3)).toEqual([0n, 2n, 0n]);
   });
 
   it("continues the same stream after a network outage (no false restart)", async () => {

@@ -95,6 +95,8 @@ export class KvEventSubscriber {
   /** During a reconnect check: our copy of batch `lastSeq`, until the first reply is seen. */
   #verify: Uint8Array | null = null;
   #restartSeen = false;
+  /** A reconnect happened during a replay: verify the stream once that replay is done. */
+  #checkPending = false;
 
   constructor(
     options: KvEventSubscriberOptions,
@@ -266,7 +268,12 @@ export class KvEventSubscriber {
   /** Replay from our last seq and compare: same batch = same stream, else a restart. */
   #checkAfterReconnect(): void {
     const last = this.#c.lastSeq;
-    if (this.#closed || this.#replay === null || this.#c.replaying || last === null) return;
+    if (this.#closed || this.#replay === null || last === null) return;
+    if (this.#c.replaying) {
+      // The engine may have restarted under this very replay: check once it is over.
+      this.#checkPending = true;
+      return;
+    }
     if (this.#lastPayload === null) return;
     this.#verify = this.#lastPayload;
     this.#startReplay(last);
@@ -338,6 +345,16 @@ export class KvEventSubscriber {
       this.#dupLow = this.#dupHigh = null;
       this.#startReplay(0n);
       return;
+    }
+    if (this.#checkPending) {
+      this.#checkPending = false;
+      if (this.#c.lastSeq !== null && this.#lastPayload !== null) {
+        // Queued live batches wait: they may come from a restarted engine whose seqs
+        // overlap what this replay brought back.
+        this.#verify = this.#lastPayload;
+        this.#startReplay(this.#c.lastSeq);
+        return;
+      }
     }
     const last = this.#c.lastSeq;
     this.#dupLow = from;
