@@ -51,7 +51,7 @@ describe("config validation names the key and the bad value", () => {
     ],
     [
       "scheduler:\n  stalePolicy: drop\n",
-      "scheduler.stalePolicy: must be one of exclude, penalise, got drop",
+      'scheduler.stalePolicy: must be one of exclude, penalise, got "drop"',
     ],
     ["scheduler:\n  weights:\n    gpu: 1\n", "scheduler.weights.gpu: unknown key"],
     ["workers: {}\n", "workers: must be a list, got {}"],
@@ -110,6 +110,62 @@ describe("config validation names the key and the bad value", () => {
       "workers[0].id",
       "workers[0].url",
     ]);
+  });
+
+  it("reports every scheduler problem at once, with values quoted", () => {
+    const found = problems(
+      "scheduler:\n  temperature: -1\n  stalePolicy: drop\n  weights:\n    host: 2\n    queue: x\n",
+    );
+    expect(found).toEqual([
+      'scheduler.stalePolicy: must be one of exclude, penalise, got "drop"',
+      'scheduler.weights.queue: must be a finite number ≥ 0, got "x"',
+      "scheduler.weights.host: must be a number in 0..1, got 2",
+      "scheduler.temperature: must be a finite number ≥ 0, got -1",
+    ]);
+    expect(problems(null, { env: { KVROUTER_SCHEDULER_TEMPERATURE: "" } })).toEqual([
+      'scheduler.temperature (from KVROUTER_SCHEDULER_TEMPERATURE): must be a finite number ≥ 0, got ""',
+    ]);
+  });
+
+  it("treats null as an error in the scheduler section too, except for the two thresholds", () => {
+    expect(problems("scheduler:\n  temperature: null\n  stalePenalty: null\n")).toEqual([
+      "scheduler.temperature: must be a finite number ≥ 0, got null",
+      "scheduler.stalePenalty: must be a finite number ≥ 0, got null",
+    ]);
+    expect(problems("scheduler:\n  weights: null\n")).toEqual([
+      "scheduler.weights: must be a mapping, got null",
+    ]);
+    expect(problems("scheduler:\n  weights:\n    host: null\n")).toEqual([
+      "scheduler.weights.host: must be a number in 0..1, got null",
+    ]);
+    expect(problems("scheduler: null\n")).toEqual(["scheduler: must be a mapping, got null"]);
+  });
+
+  it("reads only plain decimal numbers from env and flags", () => {
+    expect(problems(null, { env: { KVROUTER_SERVER_PORT: "0x50" } })).toEqual([
+      'server.port (from KVROUTER_SERVER_PORT): must be an integer in [0, 65535], got "0x50"',
+    ]);
+    expect(problems(null, { argv: ["--set", "load.staleAfterMs=0b11"] })[0]).toContain('"0b11"');
+    const outcome = loadConfig({
+      argv: ["--port", " 8081 "],
+      env: { KVROUTER_LOAD_STALE_AFTER_MS: "2.5e3" },
+      defaultFile: null,
+    });
+    expect(outcome.kind === "ok" && outcome.config.server.port).toBe(8081);
+    expect(outcome.kind === "ok" && outcome.config.load.staleAfterMs).toBe(2500);
+  });
+
+  it("checks cross-field rules even when other keys are bad", () => {
+    const found = problems(
+      "server:\n  port: -1\nload:\n  scrapeIntervalMs: 100\n  scrapeTimeoutMs: 200\ninFlight:\n  ttlMs: 1000\n  prefillTtlMs: 2000\n",
+    );
+    expect(found.map((p) => p.split(":")[0])).toEqual([
+      "server.port",
+      "load.scrapeTimeoutMs",
+      "inFlight.prefillTtlMs",
+    ]);
+    // …but not when one of their own fields is already wrong.
+    expect(problems("load:\n  scrapeIntervalMs: 0\n  scrapeTimeoutMs: 200\n")).toHaveLength(1);
   });
 
   it("names the environment variable a bad value came from", () => {

@@ -146,6 +146,21 @@ describe("loadConfig", () => {
     expect(c.scheduler.outlierStdK).toBe(Infinity);
   });
 
+  it("turns the exclusion thresholds off from env and flags with null, off or inf", () => {
+    for (const word of ["null", "off", "inf", "Infinity"]) {
+      const c = ok(
+        load(null, {
+          env: { KVROUTER_SCHEDULER_KV_HARD_CAP: word },
+          argv: ["--set", `scheduler.outlierStdK=${word}`],
+        }),
+      );
+      expect(c.scheduler.kvHardCap, word).toBe(Infinity);
+      expect(c.scheduler.outlierStdK, word).toBe(Infinity);
+    }
+    // Elsewhere "off" is no number.
+    expect(load(null, { env: { KVROUTER_SCHEDULER_TEMPERATURE: "off" } }).kind).toBe("invalid");
+  });
+
   it("derives env names from the keys", () => {
     expect(envNameOf("load", "scrapeIntervalMs")).toBe("KVROUTER_LOAD_SCRAPE_INTERVAL_MS");
     expect(envNameOf("server", "port")).toBe("KVROUTER_SERVER_PORT");

@@ -59,6 +59,12 @@ const SPECS: ReadonlyMap<string, FieldSpec["kind"]> = new Map([
   ...Object.entries(SCHEDULER_PATHS).map(([p, kind]) => [`scheduler.${p}`, kind] as const),
 ]);
 
+/** Paths where null (or `off` / `inf`) means "no threshold" (read as Infinity). */
+const OFF_PATHS: ReadonlySet<string> = new Set(["scheduler.outlierStdK", "scheduler.kvHardCap"]);
+const OFF_WORDS: ReadonlySet<string> = new Set(["null", "off", "inf", "infinity"]);
+/** A decimal number: optional sign, digits with an optional fraction, optional exponent. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
 /** `scheduler.weights.host` → `KVROUTER_SCHEDULER_WEIGHTS_HOST`. */
 function envNameOfPath(path: string): string {
   const [section, ...rest] = path.split(".");
@@ -75,8 +81,11 @@ export function coerce(path: string, text: string): unknown {
   switch (kind) {
     case "int":
     case "number": {
-      const n = Number(text);
-      return text.trim() === "" || Number.isNaN(n) ? text : n;
+      const t = text.trim();
+      // The exclusion thresholds can be turned off, as `null` does in a file.
+      if (OFF_PATHS.has(path) && OFF_WORDS.has(t.toLowerCase())) return null;
+      // Plain decimal only: `Number` would also read "0x50" as 80 and "0b1" as 1.
+      return DECIMAL.test(t) ? Number(t) : text;
     }
     case "optional-string":
       return text === "" ? null : text;

@@ -4,7 +4,7 @@
  * the value came from, and the bad value, so a broken config is fixed in one pass.
  */
 
-import { resolveSchedulerConfig, SchedulerConfigError } from "../scheduler/config.js";
+import { checkSchedulerConfig } from "../scheduler/config.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { FIELDS, type FieldSpec, fieldPaths, type SectionName } from "./fields.js";
 import { type ConfigIssue, isPlainObject, show } from "./issues.js";
@@ -85,13 +85,17 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
         issues.push({ key: `${section}.${key}`, message: "unknown key" });
     }
   }
+  const failed = new Set<string>();
   for (const { section, key, spec } of fieldPaths()) {
     const given = root[section];
     const value = isPlainObject(given) && key in given ? given[key] : spec.default;
     const result = checkField(spec, value);
     const path = `${section}.${key}`;
     if (result.ok) out[section]![key] = result.value;
-    else issues.push({ key: at(path), message: `${result.message}, got ${show(value)}` });
+    else {
+      failed.add(path);
+      issues.push({ key: at(path), message: `${result.message}, got ${show(value)}` });
+    }
   }
   const scheduler = validateScheduler(root.scheduler, at, issues);
   const workers: WorkerConfig[] = [];
@@ -114,15 +118,20 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
       workers.push(r.worker);
     });
   }
+  // Cross-field rules, checked whenever both of their own fields are valid.
+  const valid = (...paths: string[]) => paths.every((p) => !failed.has(p));
   const load = out.load as { scrapeIntervalMs: number; scrapeTimeoutMs: number };
-  if (issues.length === 0 && load.scrapeTimeoutMs > load.scrapeIntervalMs) {
+  if (
+    valid("load.scrapeTimeoutMs", "load.scrapeIntervalMs") &&
+    load.scrapeTimeoutMs > load.scrapeIntervalMs
+  ) {
     issues.push({
       key: at("load.scrapeTimeoutMs"),
       message: `must not exceed load.scrapeIntervalMs (${load.scrapeIntervalMs}), got ${load.scrapeTimeoutMs}`,
     });
   }
   const inFlight = out.inFlight as { prefillTtlMs: number; ttlMs: number };
-  if (issues.length === 0 && inFlight.prefillTtlMs > inFlight.ttlMs) {
+  if (valid("inFlight.prefillTtlMs", "inFlight.ttlMs") && inFlight.prefillTtlMs > inFlight.ttlMs) {
     issues.push({
       key: at("inFlight.prefillTtlMs"),
       message: `must not exceed inFlight.ttlMs (${inFlight.ttlMs}), got ${inFlight.prefillTtlMs}`,
@@ -145,43 +154,46 @@ const WEIGHT_KEYS = new Set(["prefill", "pending", "decode", "queue", "host", "d
 
 /**
  * The scheduler section is checked by the scheduler's own rules (its defaults live
- * there); this adds unknown-key checks and reads null as "off" (Infinity) for the two
- * exclusion thresholds, since JSON has no Infinity.
+ * there), every problem at once; this adds unknown-key checks and reads null as "off"
+ * (Infinity) for the two exclusion thresholds, since JSON has no Infinity. Any other
+ * null is an error, as in the other sections.
  */
 function validateScheduler(
   given: unknown,
   at: (key: string) => string,
   issues: ConfigIssue[],
 ): SchedulerConfig | null {
-  const raw = given ?? {};
+  const raw = given === undefined ? {} : given;
   if (!isPlainObject(raw)) {
     issues.push({ key: at("scheduler"), message: `must be a mapping, got ${show(given)}` });
     return null;
   }
+  const before = issues.length;
   for (const k of Object.keys(raw)) {
     if (!SCHEDULER_KEYS.has(k)) issues.push({ key: `scheduler.${k}`, message: "unknown key" });
   }
-  const weights = raw.weights ?? {};
+  let weights = raw.weights === undefined ? {} : raw.weights;
   if (!isPlainObject(weights)) {
     issues.push({
       key: at("scheduler.weights"),
       message: `must be a mapping, got ${show(weights)}`,
     });
-    return null;
+    weights = {};
   }
   for (const k of Object.keys(weights)) {
     if (!WEIGHT_KEYS.has(k)) issues.push({ key: `scheduler.weights.${k}`, message: "unknown key" });
   }
   const input: Record<string, unknown> = { ...raw, weights };
   for (const k of ["outlierStdK", "kvHardCap"]) if (input[k] === null) input[k] = Infinity;
-  try {
-    return resolveSchedulerConfig(input);
-  } catch (err) {
-    if (!(err instanceof SchedulerConfigError)) throw err;
-    const key = `scheduler.${err.key}`;
-    issues.push({ key: at(key), message: err.message.replace(`${err.key} `, "") });
+  const result = checkSchedulerConfig(input);
+  if (!result.ok) {
+    for (const err of result.errors) {
+      const key = `scheduler.${err.key}`;
+      issues.push({ key: at(key), message: err.message.replace(`${err.key} `, "") });
+    }
     return null;
   }
+  return issues.length === before ? result.config : null;
 }
 
 /** Freeze an object graph so nobody mutates the config after start-up. */

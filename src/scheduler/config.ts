@@ -33,69 +33,98 @@ const WEIGHT_KEYS: readonly (keyof CostWeights)[] = [
 const TIER_KEYS: ReadonlySet<keyof CostWeights> = new Set(["host", "disk", "store"]);
 const STALE_POLICIES: readonly StalePolicy[] = ["exclude", "penalise"];
 
+/** A bad value as shown in messages: strings quoted, so an empty one is visible. */
+function show(value: unknown): string {
+  return typeof value === "string" ? JSON.stringify(value) : String(value);
+}
+
 function check(key: string, value: unknown, ok: (v: number) => boolean, what: string): number {
   if (typeof value !== "number" || Number.isNaN(value) || !ok(value)) {
-    throw new SchedulerConfigError(key, `${key} must be ${what}, got ${String(value)}`);
+    throw new SchedulerConfigError(key, `${key} must be ${what}, got ${show(value)}`);
   }
   return value;
+}
+
+/** Calls `f`, collecting a `SchedulerConfigError` into `errors` (then returns `fallback`). */
+function collect<T>(errors: SchedulerConfigError[], fallback: T, f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    if (!(err instanceof SchedulerConfigError)) throw err;
+    errors.push(err);
+    return fallback;
+  }
 }
 
 function weights(
   base: CostWeights,
   input: Partial<CostWeights> | undefined,
   prefix: string,
+  errors?: SchedulerConfigError[],
 ): CostWeights {
   const out: Record<string, number> = { ...base };
   for (const k of WEIGHT_KEYS) {
     const v = input?.[k];
     if (v === undefined) continue;
-    out[k] = TIER_KEYS.has(k)
-      ? check(`${prefix}${k}`, v, (x) => x >= 0 && x <= 1, "a number in 0..1")
-      : check(`${prefix}${k}`, v, (x) => Number.isFinite(x) && x >= 0, "a finite number ≥ 0");
+    const one = () =>
+      TIER_KEYS.has(k)
+        ? check(`${prefix}${k}`, v, (x) => x >= 0 && x <= 1, "a number in 0..1")
+        : check(`${prefix}${k}`, v, (x) => Number.isFinite(x) && x >= 0, "a finite number ≥ 0");
+    out[k] = errors === undefined ? one() : collect(errors, base[k], one);
   }
   return Object.freeze(out as unknown as CostWeights);
 }
 
-/** Defaults + `input`, validated and frozen. Throws `SchedulerConfigError`. */
+/** Result of checking a whole scheduler input: the config, or every problem found. */
+export type SchedulerConfigCheck =
+  | { readonly ok: true; readonly config: SchedulerConfig }
+  | { readonly ok: false; readonly errors: readonly SchedulerConfigError[] };
+
+/**
+ * Defaults + `input`, validated and frozen, reporting **every** bad key. A key that is
+ * absent (undefined) takes the default; `null` is a bad value like any other (callers
+ * that give null a meaning, such as "off", translate it first).
+ */
+export function checkSchedulerConfig(
+  input: SchedulerConfigInput = {},
+  base: SchedulerConfig = DEFAULT_SCHEDULER_CONFIG,
+): SchedulerConfigCheck {
+  const errors: SchedulerConfigError[] = [];
+  const given = <K extends keyof SchedulerConfigInput>(k: K) =>
+    input[k] === undefined ? base[k as keyof SchedulerConfig] : input[k];
+  const stalePolicy = given("stalePolicy") as StalePolicy;
+  if (!STALE_POLICIES.includes(stalePolicy)) {
+    errors.push(
+      new SchedulerConfigError(
+        "stalePolicy",
+        `stalePolicy must be one of ${STALE_POLICIES.join(", ")}, got ${show(stalePolicy)}`,
+      ),
+    );
+  }
+  const num = (
+    k: "temperature" | "outlierStdK" | "kvHardCap" | "stalePenalty",
+    ok: (x: number) => boolean,
+    what: string,
+  ) => collect(errors, base[k], () => check(k, given(k), ok, what));
+  const config: SchedulerConfig = Object.freeze({
+    weights: weights(base.weights, input.weights, "weights.", errors),
+    temperature: num("temperature", (x) => Number.isFinite(x) && x >= 0, "a finite number ≥ 0"),
+    outlierStdK: num("outlierStdK", (x) => x >= 0, "a number ≥ 0 (Infinity = off)"),
+    kvHardCap: num("kvHardCap", (x) => x > 0, "a number > 0 (Infinity = off)"),
+    stalePolicy,
+    stalePenalty: num("stalePenalty", (x) => Number.isFinite(x) && x >= 0, "a finite number ≥ 0"),
+  });
+  return errors.length === 0 ? { ok: true, config } : { ok: false, errors };
+}
+
+/** Defaults + `input`, validated and frozen. Throws the first `SchedulerConfigError`. */
 export function resolveSchedulerConfig(
   input: SchedulerConfigInput = {},
   base: SchedulerConfig = DEFAULT_SCHEDULER_CONFIG,
 ): SchedulerConfig {
-  const stalePolicy = input.stalePolicy ?? base.stalePolicy;
-  if (!STALE_POLICIES.includes(stalePolicy)) {
-    throw new SchedulerConfigError(
-      "stalePolicy",
-      `stalePolicy must be one of ${STALE_POLICIES.join(", ")}, got ${String(stalePolicy)}`,
-    );
-  }
-  return Object.freeze({
-    weights: weights(base.weights, input.weights, "weights."),
-    temperature: check(
-      "temperature",
-      input.temperature ?? base.temperature,
-      (x) => Number.isFinite(x) && x >= 0,
-      "a finite number ≥ 0",
-    ),
-    outlierStdK: check(
-      "outlierStdK",
-      input.outlierStdK ?? base.outlierStdK,
-      (x) => x >= 0,
-      "a number ≥ 0 (Infinity = off)",
-    ),
-    kvHardCap: check(
-      "kvHardCap",
-      input.kvHardCap ?? base.kvHardCap,
-      (x) => x > 0,
-      "a number > 0 (Infinity = off)",
-    ),
-    stalePolicy,
-    stalePenalty: check(
-      "stalePenalty",
-      input.stalePenalty ?? base.stalePenalty,
-      (x) => Number.isFinite(x) && x >= 0,
-      "a finite number ≥ 0",
-    ),
-  });
+  const r = checkSchedulerConfig(input, base);
+  if (!r.ok) throw r.errors[0]!;
+  return r.config;
 }
 
 /**
