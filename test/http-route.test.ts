@@ -325,4 +325,28 @@ describe("request lifecycle", () => {
     expect(res.statusCode).toBe(404);
     expect(res.json().error.code).toBe("request_not_found");
   });
+
+  it("accepts an empty body sent with content-type: application/json (curl -X POST -H …)", async () => {
+    const s = await service();
+    await pushLoad(s, "w0");
+    await post(s, "/v1/route", { token_ids: tokens(8), request_id: "e-1" });
+    const json = { "content-type": "application/json" };
+    for (const event of ["first-token", "done"]) {
+      const res = await s.app.inject({
+        method: "POST",
+        url: `/v1/requests/e-1/${event}`,
+        headers: json,
+        payload: "",
+      });
+      expect(res.statusCode, event).toBe(200);
+    }
+    // A body that is there must still be JSON.
+    const bad = await s.app.inject({
+      method: "POST",
+      url: "/v1/requests/e-1/done",
+      headers: json,
+      payload: "{",
+    });
+    expect(bad.json().error.code).toBe("invalid_json");
+  });
 });
