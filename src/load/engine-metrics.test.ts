@@ -125,6 +125,22 @@ describe("parseEngineMetrics", () => {
     );
     expect(over.ok && over.load.kvUsage).toBe(1);
     expect(over.ok && over.notes[0]).toContain("clamped");
+    const edge = parseEngineMetrics(
+      "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 1.5\n",
+      vllm(0),
+    );
+    expect(edge.ok && edge.load.kvUsage).toBe(1);
+  });
+
+  it("fails a scrape whose KV usage looks like a percentage instead of reading it as full", () => {
+    const pct = parseEngineMetrics(
+      "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 85\n",
+      vllm(0),
+    );
+    expect(pct).toEqual({
+      ok: false,
+      error: "KV cache usage 85 is not a fraction in 0..1 (a percentage?)",
+    });
   });
 
   it("notes malformed lines but still reads the rest", () => {

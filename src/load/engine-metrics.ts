@@ -80,6 +80,9 @@ export const ENGINE_METRIC_NAMES: ReadonlySet<string> = new Set([
 const RANK_LABELS = ["engine", "dp_rank"];
 const SUB_RANK_LABELS = ["tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank"];
 
+/** KV usage up to this is clamped to 1 (rounding); above it the scrape fails. */
+export const KV_USAGE_CLAMP_LIMIT = 1.5;
+
 /** Parse an exposition and extract the target's load. Never throws. */
 export function parseEngineMetrics(text: string, target: EngineMetricsTarget): EngineLoadResult {
   const parsed = parsePrometheusText(text, { names: ENGINE_METRIC_NAMES });
@@ -127,6 +130,14 @@ export function engineLoadFromSamples(
   let kv = mean(usage!);
   if (!(r >= 0) || !(w >= 0) || !(kv >= 0) || !Number.isFinite(r + w + kv)) {
     return { ok: false, error: `invalid load values: running=${r} waiting=${w} kvUsage=${kv}` };
+  }
+  if (kv > KV_USAGE_CLAMP_LIMIT) {
+    // Not rounding noise: most likely a percentage (85 for 85 %). Reading it as "full"
+    // would silently take the worker out; failing the scrape counts and logs it instead.
+    return {
+      ok: false,
+      error: `KV cache usage ${kv} is not a fraction in 0..1 (a percentage?)`,
+    };
   }
   if (kv > 1) {
     notes.push(`KV usage ${kv} above 1, clamped`);
