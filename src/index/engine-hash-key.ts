@@ -10,7 +10,7 @@
  * Both are exact: two different hashes never share a key.
  */
 
-import type { EngineBlockHash } from "../protocol/engine-hash.js";
+import { type EngineBlockHash, engineHashFromU32Pair } from "../protocol/engine-hash.js";
 
 export const KIND_INT = 0;
 export const KIND_INTERNED = 1;
@@ -116,6 +116,19 @@ export class EngineHashKeys {
         v15) >>>
       0;
     return true;
+  }
+
+  /** Sets the current key to the integer hash (hi, lo), as `parse` of its hex form would. */
+  setInt(hi: number, lo: number): void {
+    this.kind = KIND_INT;
+    this.hi = hi >>> 0;
+    this.lo = lo >>> 0;
+  }
+
+  /** The `EngineBlockHash` of the current key (rare paths only: allocates for integers). */
+  current(): EngineBlockHash {
+    if (this.kind === KIND_INT) return engineHashFromU32Pair(this.hi, this.lo);
+    return this.#strings[this.lo] as EngineBlockHash;
   }
 
   retain(id: number): void {

@@ -39,6 +39,7 @@ const APPLIED = result("applied");
 const PARENT_NOT_FOUND = result("parent_not_found");
 const BLOCK_SIZE_MISMATCH = result("block_size_mismatch");
 const INVALID_TOKEN_COUNT = result("invalid_token_count");
+const NO_WORDS = new Uint32Array(0);
 
 export interface RadixTreeOptions {
   /** Tokens per block; stored events with another block size are rejected. */
@@ -78,19 +79,22 @@ export class RadixTreeIndex implements PrefixIndex {
   }
 
   applyEvent(worker: WorkerKey, event: KvEvent): ApplyResult {
-    let w = this.#lastSlot;
-    if (worker !== this.#lastWorker) {
-      w = this.#workers.ensure(worker);
-      this.#lastWorker = worker;
-      this.#lastSlot = w;
-    }
+    const w = this.#slot(worker);
     let r: ApplyResult;
     switch (event.type) {
       case "stored":
         r = this.#stored(w, event);
         break;
       case "removed":
-        r = this.#retier(w, event.blockHashes, tierBit(event.tier), false);
+        r = this.#retier(
+          w,
+          event.blockHashes,
+          NO_WORDS,
+          0,
+          event.blockHashes.length,
+          tierBit(event.tier),
+          false,
+        );
         break;
       case "cleared":
         this.#clear(w);
@@ -103,6 +107,71 @@ export class RadixTreeIndex implements PrefixIndex {
     }
     this.#outcomes.count(event.type, r.status);
     return r;
+  }
+
+  /**
+   * `applyEvent` of a stored event whose hashes are 64-bit integers given as (hi, lo)
+   * words, without `EngineBlockHash` strings (the threaded ingest path, see
+   * sources/event-tape.ts). Block `i`'s hash is `words[2 * (pair + i)]`, `…+ 1`; the
+   * parent's is at pair `parentPair` (−1 = root); tokens are `tokens[tokenOffset, +tokenCount)`.
+   * Same rules and outcomes as `applyEvent` with the hashes' hex form.
+   */
+  applyStoredWords(
+    worker: WorkerKey,
+    words: Uint32Array,
+    pair: number,
+    count: number,
+    parentPair: number,
+    tokens: Uint32Array,
+    tokenOffset: number,
+    tokenCount: number,
+    blockSize: number,
+    tier: Tier,
+    loraName: string | null,
+    loraId: number | null,
+  ): ApplyResult {
+    const w = this.#slot(worker);
+    const r = this.#storeChain(
+      w,
+      null,
+      words,
+      pair,
+      count,
+      null,
+      parentPair,
+      tokens,
+      tokenOffset,
+      tokenCount,
+      blockSize,
+      tierBit(tier),
+      loraName,
+      loraId,
+    );
+    this.#outcomes.count("stored", r.status);
+    return r;
+  }
+
+  /** `applyEvent` of a removed event with 64-bit integer hashes as words (see above). */
+  applyRemovedWords(
+    worker: WorkerKey,
+    words: Uint32Array,
+    pair: number,
+    count: number,
+    tier: Tier,
+  ): ApplyResult {
+    const w = this.#slot(worker);
+    const r = this.#retier(w, null, words, pair, count, tierBit(tier), false);
+    this.#outcomes.count("removed", r.status);
+    return r;
+  }
+
+  /** The slot of `worker`, registering it on first sight. */
+  #slot(worker: WorkerKey): number {
+    if (worker === this.#lastWorker) return this.#lastSlot;
+    const w = this.#workers.ensure(worker);
+    this.#lastWorker = worker;
+    this.#lastSlot = w;
+    return w;
   }
 
   removeWorker(worker: WorkerKey): void {
@@ -158,22 +227,60 @@ export class RadixTreeIndex implements PrefixIndex {
   #stored(w: number, ev: BlockStoredEvent): ApplyResult {
     const hashes = ev.blockHashes;
     const tokens = ev.tokenIds;
-    const bit = tierBit(ev.tier);
+    return this.#storeChain(
+      w,
+      hashes,
+      NO_WORDS,
+      0,
+      hashes.length,
+      ev.parentHash,
+      -1,
+      tokens,
+      0,
+      tokens.length,
+      ev.blockSize,
+      tierBit(ev.tier),
+      ev.loraName,
+      ev.loraId,
+    );
+  }
+
+  /**
+   * The one implementation of a stored event, for both hash sources: `hashes` (strings)
+   * when not null, else pairs `[pair, pair + n)` of `words` (parent: `parentHash` or
+   * `parentPair`, see `#setKey`).
+   */
+  #storeChain(
+    w: number,
+    hashes: readonly EngineBlockHash[] | null,
+    words: Uint32Array,
+    pair: number,
+    n: number,
+    parentHash: EngineBlockHash | null,
+    parentPair: number,
+    tokens: ArrayLike<number>,
+    tokenOffset: number,
+    tokenCount: number,
+    blockSize: number,
+    bit: number,
+    loraName: string | null,
+    loraId: number | null,
+  ): ApplyResult {
     // Offload placeholder: blocks already known by hash gain a tier.
-    if (tokens.length === 0) return this.#retier(w, hashes, bit, true);
+    if (tokenCount === 0) return this.#retier(w, hashes, words, pair, n, bit, true);
     const bs = this.blockSize;
-    if (ev.blockSize !== bs) return BLOCK_SIZE_MISMATCH;
-    const n = hashes.length;
-    if (tokens.length !== n * bs) return INVALID_TOKEN_COUNT;
+    if (blockSize !== bs) return BLOCK_SIZE_MISMATCH;
+    if (tokenCount !== n * bs) return INVALID_TOKEN_COUNT;
     let parent = -1;
     let phi: number;
     let plo: number;
-    if (ev.parentHash === null) {
-      const root = rootKey(adapterOf(ev));
+    if (hashes !== null ? parentHash === null : parentPair < 0) {
+      const root = rootKey(adapterOf(loraName, loraId));
       phi = root[0];
       plo = root[1];
     } else {
-      const e = this.#lookup(w, ev.parentHash);
+      const e =
+        hashes !== null ? this.#lookup(w, parentHash!) : this.#lookupWords(w, words, parentPair);
       if (e < 0) return PARENT_NOT_FOUND;
       parent = this.#entries.node(e);
       phi = this.#nodes.keyHi(parent);
@@ -181,7 +288,7 @@ export class RadixTreeIndex implements PrefixIndex {
     }
     if (this.#keys.length < 2 * n) this.#keys = new Uint32Array(2 * n);
     const keys = this.#keys;
-    chainBlockKeys(phi, plo, tokens, 0, n, bs, keys, 0);
+    chainBlockKeys(phi, plo, tokens, tokenOffset, n, bs, keys, 0);
     const nodes = this.#nodes;
     let prev = parent;
     for (let i = 0; i < n; i++) {
@@ -189,16 +296,31 @@ export class RadixTreeIndex implements PrefixIndex {
       const lo = keys[2 * i + 1]!;
       let node = nodes.find(hi, lo);
       if (node < 0) node = nodes.create(hi, lo, prev);
-      this.#register(w, hashes[i]!, node, bit);
+      this.#setKey(hashes, words, pair + i, true);
+      this.#register(w, node, bit);
       prev = node;
     }
     return APPLIED;
   }
 
-  /** Worker `w` holds `node` in tier `bit` under `hash`. */
-  #register(w: number, hash: EngineBlockHash, node: number, bit: number): void {
+  /**
+   * Loads hash `i` of the source into the key parser (`hashes[i]`, or the integer at
+   * pair `i` of `words`). False when a string hash was never interned and `intern` is off.
+   */
+  #setKey(
+    hashes: readonly EngineBlockHash[] | null,
+    words: Uint32Array,
+    i: number,
+    intern: boolean,
+  ): boolean {
+    if (hashes !== null) return this.#hashes.parse(hashes[i]!, intern);
+    this.#hashes.setInt(words[2 * i]!, words[2 * i + 1]!);
+    return true;
+  }
+
+  /** Worker `w` holds `node` in tier `bit` under the key just loaded by `#setKey`. */
+  #register(w: number, node: number, bit: number): void {
     const hk = this.#hashes;
-    hk.parse(hash, true);
     const wk = (w << 1) | hk.kind;
     const entries = this.#entries;
     const e = entries.find(wk, hk.hi, hk.lo);
@@ -216,7 +338,7 @@ export class RadixTreeIndex implements PrefixIndex {
         entries.setMeta(e, meta | bit);
         this.#holdings.change(node, w, mask, mask | bit);
       } else {
-        const ck = copyKey(w, bit, hash);
+        const ck = copyKey(w, bit, hk.current());
         this.#copies.set(ck, (this.#copies.get(ck) ?? 0) + 1);
       }
       return;
@@ -225,6 +347,7 @@ export class RadixTreeIndex implements PrefixIndex {
     // after an eviction we did not see): an engine hash names one block at a time, so the
     // old placement is stale. Move the entry; the new placement has only this tier.
     if (this.#copies.size > 0) {
+      const hash = hk.current();
       for (const b of [GPU, HOST, DISK]) this.#copies.delete(copyKey(w, b, hash));
     }
     entries.setNode(e, node);
@@ -238,11 +361,19 @@ export class RadixTreeIndex implements PrefixIndex {
    * Adds (`add`) or removes tier `bit` for blocks already known by hash. Unknown hashes
    * (or, on removal, hashes not held in that tier) are counted; the rest are applied.
    */
-  #retier(w: number, hashes: readonly EngineBlockHash[], bit: number, add: boolean): ApplyResult {
+  #retier(
+    w: number,
+    hashes: readonly EngineBlockHash[] | null,
+    words: Uint32Array,
+    pair: number,
+    n: number,
+    bit: number,
+    add: boolean,
+  ): ApplyResult {
     const entries = this.#entries;
     let unknown = 0;
-    for (let i = 0; i < hashes.length; i++) {
-      const e = this.#lookup(w, hashes[i]!);
+    for (let i = 0; i < n; i++) {
+      const e = this.#setKey(hashes, words, pair + i, false) ? this.#findKey(w) : -1;
       if (e < 0) {
         unknown++;
         continue;
@@ -259,7 +390,7 @@ export class RadixTreeIndex implements PrefixIndex {
           unknown++;
           continue;
         }
-        if (this.#copies.size > 0 && this.#dropCopy(w, bit, hashes[i]!)) continue;
+        if (this.#copies.size > 0 && this.#dropCopy(w, bit, this.#hashes.current())) continue;
         const left = mask & ~bit;
         this.#holdings.change(node, w, mask, left);
         if (left === 0) {
@@ -304,8 +435,19 @@ export class RadixTreeIndex implements PrefixIndex {
 
   /** Entry of worker `w`'s engine hash, or −1. */
   #lookup(w: number, hash: EngineBlockHash): number {
+    if (!this.#hashes.parse(hash, false)) return -1;
+    return this.#findKey(w);
+  }
+
+  /** Entry of worker `w`'s integer hash at pair `i` of `words`, or −1. */
+  #lookupWords(w: number, words: Uint32Array, i: number): number {
+    this.#hashes.setInt(words[2 * i]!, words[2 * i + 1]!);
+    return this.#findKey(w);
+  }
+
+  /** Entry of worker `w` under the key loaded in the parser, or −1. */
+  #findKey(w: number): number {
     const hk = this.#hashes;
-    if (!hk.parse(hash, false)) return -1;
     return this.#entries.find((w << 1) | hk.kind, hk.hi, hk.lo);
   }
 
@@ -328,9 +470,9 @@ export class RadixTreeIndex implements PrefixIndex {
  * they get a root of their own that no request's `lora_name` names (NUL-prefixed), so
  * they never match a base-model prompt. `lora_id` 0 or null is the base model.
  */
-function adapterOf(ev: BlockStoredEvent): string | null {
-  if (ev.loraName !== null && ev.loraName !== "") return ev.loraName;
-  return ev.loraId ? `\u0000lora_id:${ev.loraId}` : null;
+function adapterOf(loraName: string | null, loraId: number | null): string | null {
+  if (loraName !== null && loraName !== "") return loraName;
+  return loraId ? `\u0000lora_id:${loraId}` : null;
 }
 
 function copyKey(w: number, bit: number, hash: EngineBlockHash): string {

@@ -265,6 +265,47 @@ export class MsgpackReader {
     return this.tryInt();
   }
 
+  /** Output of a successful `tryIntHash`: the hash's 64 bits. */
+  hashHi = 0;
+  hashLo = 0;
+
+  /**
+   * A block hash sent as an integer (consumed), as (`hashHi`, `hashLo`): the same 64 bits
+   * `tryHash` formats. False, nothing consumed, for anything else (digests, strings).
+   */
+  tryIntHash(): boolean {
+    const p = this.pos;
+    const b = this.peek();
+    if (b <= 0x7f || b >= 0xe0) {
+      this.pos = p + 1;
+      this.hashHi = b <= 0x7f ? 0 : 0xffff_ffff;
+      this.hashLo = b <= 0x7f ? b : (b - 0x100) >>> 0;
+      return true;
+    }
+    switch (b) {
+      case 0xcf:
+      case 0xd3:
+        this.#need(9);
+        this.hashHi = this.view.getUint32(p + 1);
+        this.hashLo = this.view.getUint32(p + 5);
+        this.pos = p + 9;
+        return true;
+      case 0xcc:
+      case 0xcd:
+      case 0xce:
+      case 0xd0:
+      case 0xd1:
+      case 0xd2: {
+        const n = this.tryInt()!;
+        this.hashHi = n < 0 ? 0xffff_ffff : 0;
+        this.hashLo = n >>> 0;
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
   /**
    * A block hash in any wire form (consumed): an int of any width and sign, a binary
    * digest of 1–64 bytes, or a non-empty string. Null if the value is none of these

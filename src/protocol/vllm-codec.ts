@@ -15,7 +15,24 @@ import {
   emptySkipCounts,
   type SkipCounts,
 } from "./decode-error.js";
-import { type EventBatch, type KvEvent, type Tier, tierOfMedium } from "./events.js";
+import {
+  type EventTape,
+  F_BLOCK_SIZE as T_BLOCK_SIZE,
+  F_COUNT as T_COUNT,
+  F_LORA_ID as T_LORA_ID,
+  F_LORA_NAME as T_LORA_NAME,
+  F_MEDIUM as T_MEDIUM,
+  F_PAIR as T_PAIR,
+  F_PARENT as T_PARENT,
+  F_TIER as T_TIER,
+  F_TOKEN_COUNT as T_TOKEN_COUNT,
+  F_TOKENS as T_TOKENS,
+  TAPE_CLEARED,
+  TAPE_REMOVED,
+  TAPE_STORED,
+  type TapeWriter,
+} from "./event-tape.js";
+import { type EventBatch, type KvEvent, TIERS, type Tier, tierOfMedium } from "./events.js";
 import { MsgpackFormatError, MsgpackReader, NOT_STR } from "./msgpack-reader.js";
 import { StrTable } from "./str-table.js";
 import {
@@ -25,6 +42,7 @@ import {
   isMainSpecKind,
   KEY_TABLE,
   KEY_TYPE,
+  NotTapeable,
   REMOVED_FIELDS,
   REMOVED_ORDER,
   REMOVED_REQUIRED,
@@ -56,29 +74,80 @@ export interface DecodeOptions {
 
 /** Decode one msgpack event batch (the third frame of a ZeroMQ message). Never throws. */
 export function decodeEventBatch(payload: Uint8Array, options?: DecodeOptions): DecodeResult {
+  const ctx = newCtx(payload, options, null);
+  try {
+    const batch = readBatch(ctx);
+    const trailing = trailingError(ctx, payload);
+    if (trailing !== null) return trailing;
+    return { ok: true, batch, skipped: ctx.skipped };
+  } catch (e) {
+    return caught(ctx, e);
+  }
+}
+
+export type TapeDecodeResult =
+  | { readonly ok: true; readonly tape: EventTape; readonly skipped: SkipCounts }
+  | { readonly ok: false; readonly error: DecodeError };
+
+/**
+ * `decodeEventBatch` straight into an event tape of `writer`'s group (no hash strings,
+ * no event objects; the tape's arrays come with `writer.finish()`). Null when a hash is
+ * not an integer: decode that batch with `decodeEventBatch`. Otherwise the same result
+ * (events, skip counts, errors); nothing stays on the writer from a batch that fails.
+ * Never throws.
+ */
+export function decodeEventTape(
+  payload: Uint8Array,
+  writer: TapeWriter,
+  options?: DecodeOptions,
+): TapeDecodeResult | null {
+  writer.mark();
+  const ctx = newCtx(payload, options, writer);
+  let trailing: { ok: false; error: DecodeError } | null;
+  let batch: EventBatch;
+  try {
+    batch = readBatch(ctx);
+    trailing = trailingError(ctx, payload);
+  } catch (e) {
+    writer.rollback();
+    if (e instanceof NotTapeable) return null;
+    return caught(ctx, e);
+  }
+  if (trailing !== null) {
+    writer.rollback();
+    return trailing;
+  }
+  return { ok: true, tape: writer.endTape(batch.ts, batch.dpRank), skipped: ctx.skipped };
+}
+
+function newCtx(payload: Uint8Array, options: DecodeOptions | undefined, tape: TapeWriter | null) {
+  const slots = emptySlots();
+  slots.tape = tape;
   const ctx: Ctx = {
     r: new MsgpackReader(payload),
     order: options?.fieldOrder ?? "auto",
     skipped: emptySkipCounts(),
-    slots: emptySlots(),
+    slots,
     ev: -1,
     medium: null,
     tier: "gpu",
+    tape,
   };
-  try {
-    const batch = readBatch(ctx);
-    if (!ctx.r.atEnd) {
-      const extra = payload.length - ctx.r.pos;
-      return failed(decodeError("not_msgpack", `${extra} trailing bytes after the batch`));
-    }
-    return { ok: true, batch, skipped: ctx.skipped };
-  } catch (e) {
-    if (e instanceof DecodeFailure) return failed(e.error);
-    const at = ctx.ev >= 0 ? ctx.ev : null;
-    if (e instanceof MsgpackFormatError) return failed(decodeError("not_msgpack", e.message, at));
-    // Anything else is a bug here, but one bad payload must still not stop ingestion.
-    return failed(decodeError("not_msgpack", `unexpected: ${String(e)}`, at));
-  }
+  return ctx;
+}
+
+function trailingError(ctx: Ctx, payload: Uint8Array): { ok: false; error: DecodeError } | null {
+  if (ctx.r.atEnd) return null;
+  const extra = payload.length - ctx.r.pos;
+  return failed(decodeError("not_msgpack", `${extra} trailing bytes after the batch`));
+}
+
+function caught(ctx: Ctx, e: unknown): { ok: false; error: DecodeError } {
+  if (e instanceof DecodeFailure) return failed(e.error);
+  const at = ctx.ev >= 0 ? ctx.ev : null;
+  if (e instanceof MsgpackFormatError) return failed(decodeError("not_msgpack", e.message, at));
+  // Anything else is a bug here, but one bad payload must still not stop ingestion.
+  return failed(decodeError("not_msgpack", `unexpected: ${String(e)}`, at));
 }
 
 interface Ctx {
@@ -91,9 +160,11 @@ interface Ctx {
   /** Last medium seen and its tier: a batch almost always repeats one medium. */
   medium: string | null;
   tier: Tier;
+  /** Tape mode: events go to this writer, `readEvents` returns none. */
+  readonly tape: TapeWriter | null;
 }
 
-function failed(error: DecodeError): DecodeResult {
+function failed(error: DecodeError): { ok: false; error: DecodeError } {
   return { ok: false, error };
 }
 
@@ -172,7 +243,7 @@ function readEvents(ctx: Ctx): KvEvent[] {
   for (let i = 0; i < n; i++) {
     ctx.ev = i;
     const e = readEvent(ctx);
-    if (e !== null) out.push(e);
+    if (e !== null && ctx.tape === null) out.push(e);
   }
   ctx.ev = -1;
   return out;
@@ -318,7 +389,11 @@ function readTag(ctx: Ctx): number {
 /** Turn the read fields into a KvEvent, or null (counted) for a non-main KV cache group. */
 function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
   const s = ctx.slots;
-  if (tag === CLEARED) return { type: "cleared" };
+  if (tag === CLEARED) {
+    if (ctx.tape === null) return { type: "cleared" };
+    ctx.tape.addEvent(TAPE_CLEARED);
+    return CLEARED_EVENT;
+  }
   if ((s.groupIdx !== null && s.groupIdx > 0) || !isMainSpecKind(s.specKind)) {
     ctx.skipped.nonMainGroup++;
     return null;
@@ -329,6 +404,7 @@ function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
   }
   if (tag === REMOVED) {
     if ((s.seen & (1 << F_BLOCK_HASHES)) === 0) throw eventFailure(ctx, "no block_hashes");
+    if (ctx.tape !== null) return tapeEvent(ctx, TAPE_REMOVED);
     return {
       type: "removed",
       blockHashes: s.hashes,
@@ -336,6 +412,7 @@ function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
       tier: ctx.tier,
     };
   }
+  if (ctx.tape !== null) return tapeEvent(ctx, TAPE_STORED);
   return {
     type: "stored",
     blockHashes: s.hashes,
@@ -347,4 +424,30 @@ function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
     medium: s.medium,
     tier: ctx.tier,
   };
+}
+
+const CLEARED_EVENT: KvEvent = Object.freeze({ type: "cleared" });
+
+/** Tape mode: writes the event just read; returns a placeholder (`readEvents` drops it). */
+function tapeEvent(ctx: Ctx, kind: number): KvEvent {
+  const t = ctx.tape!;
+  const s = ctx.slots;
+  const o = t.addEvent(kind);
+  const r = t.records;
+  r[o + T_TIER] = TIERS.indexOf(ctx.tier);
+  r[o + T_MEDIUM] = t.stringIndex(s.medium);
+  r[o + T_PAIR] = s.hashPair;
+  r[o + T_COUNT] = s.hashCount;
+  if (kind === TAPE_STORED) {
+    r[o + T_PARENT] = s.parentPair;
+    if (s.tokenLen > 0) {
+      r[o + T_TOKENS] = s.tokenPos;
+      r[o + T_TOKEN_COUNT] = s.tokenLen;
+      t.tokenCount = s.tokenPos + s.tokenLen;
+    }
+    r[o + T_BLOCK_SIZE] = s.blockSize;
+    if (s.loraId !== null) r[o + T_LORA_ID] = s.loraId;
+    r[o + T_LORA_NAME] = t.stringIndex(s.loraName);
+  }
+  return CLEARED_EVENT;
 }

@@ -10,6 +10,7 @@
 
 import { DecodeFailure, decodeError } from "./decode-error.js";
 import type { EngineBlockHash } from "./engine-hash.js";
+import type { TapeWriter } from "./event-tape.js";
 import { type MsgpackReader, STR_UNKNOWN } from "./msgpack-reader.js";
 import { StrTable } from "./str-table.js";
 
@@ -133,7 +134,20 @@ export interface FieldSlots {
   loraName: string | null;
   groupIdx: number | null;
   specKind: string | null;
+  /**
+   * Tape mode (`decodeEventTape`): hashes and tokens go to this writer instead of
+   * `hashes`/`parent`/`tokens`, located by the fields below. Not reset per event.
+   */
+  tape: TapeWriter | null;
+  hashPair: number;
+  hashCount: number;
+  parentPair: number;
+  tokenPos: number;
+  tokenLen: number;
 }
+
+/** Thrown in tape mode at a hash that is not an integer: the batch needs the object form. */
+export class NotTapeable extends Error {}
 
 const NO_TOKENS = new Uint32Array(0);
 
@@ -149,6 +163,12 @@ export function emptySlots(): FieldSlots {
     loraName: null,
     groupIdx: null,
     specKind: null,
+    tape: null,
+    hashPair: 0,
+    hashCount: 0,
+    parentPair: -1,
+    tokenPos: 0,
+    tokenLen: 0,
   };
 }
 
@@ -163,6 +183,9 @@ export function resetSlots(s: FieldSlots): void {
   s.loraName = null;
   s.groupIdx = null;
   s.specKind = null;
+  s.hashCount = 0;
+  s.parentPair = -1;
+  s.tokenLen = 0;
 }
 
 /** Read the value of field `id` into `s`; throws `DecodeFailure` naming the field. */
@@ -172,6 +195,16 @@ export function readField(r: MsgpackReader, id: number, s: FieldSlots, ev: numbe
     case F_BLOCK_HASHES: {
       const n = r.tryArrayHeader();
       if (n < 0) throw fail(r, "bad_event", "expected an array", ev, id);
+      if (s.tape !== null) {
+        const t = s.tape;
+        s.hashPair = t.pairs;
+        s.hashCount = n;
+        for (let i = 0; i < n; i++) {
+          if (!r.tryIntHash()) throw new NotTapeable();
+          t.pushPair(r.hashHi, r.hashLo);
+        }
+        return;
+      }
       const out: EngineBlockHash[] = new Array(n);
       for (let i = 0; i < n; i++) {
         const h = r.tryHash();
@@ -182,8 +215,13 @@ export function readField(r: MsgpackReader, id: number, s: FieldSlots, ev: numbe
       return;
     }
     case F_PARENT:
-      if (r.tryNil()) s.parent = null;
-      else {
+      if (r.tryNil()) {
+        s.parent = null;
+        s.parentPair = -1;
+      } else if (s.tape !== null) {
+        if (!r.tryIntHash()) throw new NotTapeable();
+        s.parentPair = s.tape.pushPair(r.hashHi, r.hashLo);
+      } else {
         const h = r.tryHash();
         if (h === null) throw fail(r, "bad_hash", "not a hash or nil:", ev, id);
         s.parent = h;
@@ -192,13 +230,20 @@ export function readField(r: MsgpackReader, id: number, s: FieldSlots, ev: numbe
     case F_TOKEN_IDS: {
       const n = r.tryArrayHeader();
       if (n < 0) throw fail(r, "bad_tokens", "expected an array", ev, id);
-      const out = new Uint32Array(n);
+      let out: Uint32Array;
+      let at = 0;
+      if (s.tape !== null) {
+        out = s.tape.reserveTokens(n);
+        at = s.tape.tokenCount;
+        s.tokenPos = at;
+        s.tokenLen = n;
+      } else out = new Uint32Array(n);
       for (let i = 0; i < n; i++) {
         const t = r.tryUint32();
         if (t < 0) throw fail(r, "bad_tokens", `token_ids[${i}] is not in [0, 2^32):`, ev, id);
-        out[i] = t;
+        out[at + i] = t;
       }
-      s.tokens = out;
+      if (s.tape === null) s.tokens = out;
       return;
     }
     case F_BLOCK_SIZE: {
