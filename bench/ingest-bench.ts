@@ -14,7 +14,8 @@
  * processes does not inflate.
  *
  * A block is one hash of a `BlockStored` or `BlockRemoved` event. The last line printed
- * is one JSON object. Usage: `npm run bench:ingest [-- '{"blocks":3000000}']`.
+ * is one JSON object. Usage: `npm run bench:ingest [-- '{"blocks":3000000}']`; the e2e
+ * subscriber decodes on the decode thread unless `'{"decodeThread":false}'`.
  */
 
 import { type ChildProcess, fork } from "node:child_process";
@@ -22,11 +23,15 @@ import { fileURLToPath } from "node:url";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
 import { decodeEventBatch } from "../src/protocol/vllm-codec.js";
 import { workerKey } from "../src/protocol/worker.js";
+import { DecodeThread } from "../src/sources/decode-thread.js";
 import { KvEventSubscriber } from "../src/sources/kv-event-subscriber.js";
 import { DEFAULT_WORKLOAD, generateWorkload, type WorkloadOptions } from "./ingest-workload.js";
 
 const W = workerKey("bench", 0);
-const options: WorkloadOptions = { ...DEFAULT_WORKLOAD, ...JSON.parse(process.argv[2] ?? "{}") };
+const { decodeThread = true, ...workloadArgs } = JSON.parse(process.argv[2] ?? "{}") as {
+  decodeThread?: boolean;
+} & Partial<WorkloadOptions>;
+const options: WorkloadOptions = { ...DEFAULT_WORKLOAD, ...workloadArgs };
 
 type ChildMessage =
   | { type: "ready"; endpoint: string; replayEndpoint: string; batches: number; blocks: number }
@@ -69,6 +74,7 @@ async function endToEnd() {
         format: "vllm",
         replayTimeoutMs: 5000,
         receiveHighWaterMark: 1_000_000,
+        decodeThread,
       },
       index,
       { now: () => performance.now() },
@@ -171,7 +177,10 @@ function inProcess(runs: number) {
 }
 
 async function main(): Promise<void> {
-  console.log(`ingest bench: ${JSON.stringify(options)}`);
+  console.log(`ingest bench: ${JSON.stringify(options)}, decodeThread ${decodeThread}`);
+  // A router's decode thread lives as long as its subscribers (days): keep it across the
+  // runs, so the warm-up run warms its JIT too, as it does the main thread's.
+  if (decodeThread) DecodeThread.acquire();
   // Warm the JIT on the decode and apply paths first: a router runs for days, so the
   // steady state is what counts; the in-process figures below are warm too.
   const warm = inProcess(1);
@@ -223,6 +232,7 @@ async function main(): Promise<void> {
       decode_only_blocks_per_s: Math.round(local.decodeOnlyBlocksPerS),
       decode_apply_blocks_per_s: Math.round(local.decodeApplyBlocksPerS),
       e2e_over_decode_only: Number(ratio.toFixed(3)),
+      decode_thread: decodeThread,
       e2e_blocks_per_cpu_s: Math.round(bestCpu),
       decode_only_blocks_per_cpu_s: Math.round(local.decodeOnlyBlocksPerCpuS),
       decode_apply_blocks_per_cpu_s: Math.round(local.decodeApplyBlocksPerCpuS),
@@ -236,6 +246,7 @@ async function main(): Promise<void> {
       resets: runs.map((r) => r.resets),
     }),
   );
+  if (decodeThread) await DecodeThread.release();
 }
 
 main().catch((err) => {

@@ -5,13 +5,14 @@
  */
 
 import pino from "pino";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Router } from "zeromq";
 import { computeBlockKeys } from "../src/index/block-key.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
 import type { PrefixIndex } from "../src/index/types.js";
 import { encodeEventBatch, type WireBatch } from "../src/protocol/event-encoder.js";
 import { workerKey } from "../src/protocol/worker.js";
+import { DecodeThread } from "../src/sources/decode-thread.js";
 import { EnginePublisher, type EnginePublisherOptions } from "../src/sources/engine-publisher.js";
 import {
   KvEventSubscriber,
@@ -29,6 +30,9 @@ import {
 
 const W = workerKey("w1", 0);
 const LOOPBACK = "tcp://127.0.0.1:*";
+
+/** Every scenario runs twice: decoding on the main thread, and on the decode thread. */
+let decodeThread = false;
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -62,6 +66,7 @@ function subscriber(
       replayTimeoutMs: 1000,
       reconnectIntervalMs: 20,
       reconnectMaxIntervalMs: 100,
+      decodeThread,
       ...options,
     },
     index,
@@ -86,7 +91,16 @@ async function untilLive(pub: EnginePublisher, sub: KvEventSubscriber): Promise<
 const range = (from: number, to: number) =>
   Array.from({ length: to - from }, (_, i) => BigInt(from + i));
 
-describe("KvEventSubscriber over ZeroMQ", () => {
+describe.each([false, true])("KvEventSubscriber over ZeroMQ (decodeThread: %s)", (threaded) => {
+  beforeAll(async () => {
+    decodeThread = threaded;
+    // A router's decode thread is up long before a stream matters; starting it (a few
+    // hundred ms under tsx) inside each test would make the slow-joiner window depend
+    // on that start. Held for the whole block, as a running router holds it.
+    if (threaded) await DecodeThread.acquire().ready();
+  });
+  afterAll(() => DecodeThread.release());
+
   it("applies a stream in order, recovering the slow-joiner start through replay", async () => {
     const index = new RecordingIndex();
     const pub = await publisher();
@@ -300,7 +314,14 @@ describe("KvEventSubscriber over ZeroMQ", () => {
     };
     const first = await EnginePublisher.bind(opts);
     const sub = new KvEventSubscriber(
-      { worker: W, ...opts, format: "vllm", reconnectIntervalMs: 20, reconnectMaxIntervalMs: 100 },
+      {
+        worker: W,
+        ...opts,
+        format: "vllm",
+        reconnectIntervalMs: 20,
+        reconnectMaxIntervalMs: 100,
+        decodeThread,
+      },
       index,
     );
     cleanups.push(() => sub.close());
@@ -429,6 +450,7 @@ describe("KvEventSubscriber over ZeroMQ", () => {
         topic: "",
         format: "vllm",
         replayTimeoutMs: 60_000,
+        decodeThread,
       },
       index,
     );

@@ -18,12 +18,22 @@
  *
  * Nothing escapes: decode errors, malformed frames and socket failures are counted in
  * `state()` and logged, and `close()` always completes.
+ *
+ * With `decodeThread`, the SUB socket lives on the decode thread, which also decodes;
+ * messages arrive here in groups, in order, and go through the same steps.
  */
 
 import { Subscriber } from "zeromq";
 import type { PrefixIndex } from "../index/types.js";
+import { tapeEventType } from "../protocol/event-tape.js";
+import type { EventBatch } from "../protocol/events.js";
 import { parseWorkerKey, type WorkerKey } from "../protocol/worker.js";
-import { createStreamDecoder, type StreamDecoder } from "./batch-decoder.js";
+import {
+  type BatchDecodeResult,
+  createStreamDecoder,
+  type StreamDecoder,
+} from "./batch-decoder.js";
+import { type DecodeReply, DecodeThread, type LiveGroup, replyOf } from "./decode-thread.js";
 import { noopLogger, type SourceLogger } from "./logger.js";
 import { PendingQueue } from "./pending-queue.js";
 import { ReplayClient, type ReplayOutcome } from "./replay-client.js";
@@ -34,6 +44,7 @@ import {
   type StreamFormat,
   type StreamState,
 } from "./stream-state.js";
+import { applyTapeEvent } from "./tape-apply.js";
 
 export interface KvEventSubscriberOptions {
   /** The (worker, dp rank) this stream feeds; the rank is checked against each batch. */
@@ -57,6 +68,13 @@ export interface KvEventSubscriberOptions {
   readonly heartbeatIntervalMs?: number;
   /** Decoder override (custom formats); default: a fresh one for `format`. */
   readonly decoder?: StreamDecoder;
+  /**
+   * Receive and decode live batches on the process's decode thread (decode-thread.ts)
+   * while this thread applies earlier ones; replays stay here. Same order, outcomes and
+   * counters as without; only for the stateless vLLM/SGLang decoders (ignored for
+   * Mooncake or a custom `decoder`). Default false.
+   */
+  readonly decodeThread?: boolean;
 }
 
 export interface KvEventSubscriberDeps {
@@ -79,10 +97,12 @@ export class KvEventSubscriber {
   /** The first seq a fresh publisher sends: 0 (vLLM, SGLang) or 1 (Mooncake main). */
   readonly #firstSeq: bigint;
   readonly #c = new StreamCounters();
-  readonly #sub: Subscriber;
+  /** The SUB socket, when this thread receives (not with a decode thread). */
+  #sub: Subscriber | null = null;
   readonly #replay: ReplayClient | null;
   readonly #pending = new PendingQueue();
-  readonly #loop: Promise<void>;
+  #loop: Promise<void> = Promise.resolve();
+  #closing: Promise<void> | null = null;
   #replayTask: Promise<void> = Promise.resolve();
   #closed = false;
   /** Seqs in [dupLow, dupHigh] were delivered by the last replay: live copies are dropped. */
@@ -97,6 +117,11 @@ export class KvEventSubscriber {
   #restartSeen = false;
   /** A reconnect happened during a replay: verify the stream once that replay is done. */
   #checkPending = false;
+  readonly #thread: DecodeThread | null;
+  /** This stream's id on the decode thread (−1: none). */
+  #stream = -1;
+  /** The first-contact replay has been started. */
+  #contacted = false;
 
   constructor(
     options: KvEventSubscriberOptions,
@@ -110,6 +135,12 @@ export class KvEventSubscriber {
     this.#decoder = options.decoder ?? createStreamDecoder(options.format);
     this.#dpRank = parseWorkerKey(options.worker).dpRank;
     this.#firstSeq = options.format === "mooncake" ? 1n : 0n;
+    this.#thread =
+      options.decodeThread === true &&
+      options.decoder === undefined &&
+      options.format !== "mooncake"
+        ? DecodeThread.acquire()
+        : null;
     this.#replay =
       options.replayEndpoint === null
         ? null
@@ -118,8 +149,48 @@ export class KvEventSubscriber {
             timeoutMs: options.replayTimeoutMs ?? 2000,
             reconnectIntervalMs: options.reconnectIntervalMs ?? 100,
           });
+    if (this.#thread !== null) {
+      this.#stream = this.#thread.openStream(
+        {
+          endpoint: options.endpoint,
+          topic: options.topic,
+          receiveHighWaterMark: options.receiveHighWaterMark ?? 1_000_000,
+          reconnectInterval: options.reconnectIntervalMs ?? 100,
+          reconnectMaxInterval: options.reconnectMaxIntervalMs ?? 5000,
+          heartbeatInterval: options.heartbeatIntervalMs ?? 10_000,
+          fieldOrder: options.format === "sglang" ? "sglang" : "vllm",
+        },
+        {
+          onOpened: () => this.#firstContact(),
+          onGroup: (g) => this.#onGroup(g),
+          onEvent: (name) => (name === "connect" ? this.#onConnect() : this.#onDisconnect()),
+          onError: (message) => this.#onReceiveError(message),
+          onLost: () => this.#onThreadLost(),
+        },
+      );
+    }
+    if (this.#stream < 0) {
+      this.#openSocket();
+      this.#firstContact();
+    }
+  }
+
+  /**
+   * First contact, once the SUB socket is connecting (at once, or when the decode thread
+   * says so): recover by replay whatever the engine still buffers. Live batches queue
+   * meanwhile.
+   */
+  #firstContact(): void {
+    if (this.#contacted || this.#closed) return;
+    this.#contacted = true;
+    if (this.#replay !== null) this.#startReplay(0n);
+  }
+
+  /** Receive on this thread: own SUB socket and receive loop. */
+  #openSocket(): void {
+    const options = this.#opts;
     const heartbeat = options.heartbeatIntervalMs ?? 10_000;
-    this.#sub = new Subscriber({
+    const sub = new Subscriber({
       linger: 0,
       receiveHighWaterMark: options.receiveHighWaterMark ?? 1_000_000,
       reconnectInterval: options.reconnectIntervalMs ?? 100,
@@ -127,24 +198,58 @@ export class KvEventSubscriber {
       heartbeatInterval: heartbeat,
       heartbeatTimeout: heartbeat * 3,
     });
-    this.#sub.events.on("connect", () => {
-      this.#c.connected = true;
-      this.#log.info({ worker: options.worker, endpoint: options.endpoint }, "kv events connected");
-      if (this.#sawDisconnect) this.#checkAfterReconnect();
-    });
-    this.#sub.events.on("disconnect", () => {
-      this.#c.connected = false;
-      this.#sawDisconnect = true;
-      this.#log.warn(
-        { worker: options.worker, endpoint: options.endpoint },
-        "kv events disconnected",
-      );
-    });
-    this.#sub.subscribe(options.topic);
-    this.#sub.connect(options.endpoint);
-    // First contact: recover whatever the engine still buffers. Live batches queue meanwhile.
-    if (this.#replay !== null) this.#startReplay(0n);
-    this.#loop = this.#receiveLoop();
+    this.#sub = sub;
+    sub.events.on("connect", () => this.#onConnect());
+    sub.events.on("disconnect", () => this.#onDisconnect());
+    sub.subscribe(options.topic);
+    sub.connect(options.endpoint);
+    this.#loop = this.#receiveLoop(sub);
+  }
+
+  #onConnect(): void {
+    if (this.#closed) return;
+    this.#c.connected = true;
+    const { worker, endpoint } = this.#opts;
+    this.#log.info({ worker, endpoint }, "kv events connected");
+    if (this.#sawDisconnect) this.#checkAfterReconnect();
+  }
+
+  #onDisconnect(): void {
+    this.#c.connected = false;
+    this.#sawDisconnect = true;
+    const { worker, endpoint } = this.#opts;
+    this.#log.warn({ worker, endpoint }, "kv events disconnected");
+  }
+
+  #onReceiveError(err: string): void {
+    this.#log.error({ worker: this.#opts.worker, err }, "kv events receive failed");
+  }
+
+  /** The decode thread died: receive here from now on (checked like a reconnect). */
+  #onThreadLost(): void {
+    if (this.#closed) return;
+    this.#stream = -1;
+    this.#c.connected = false;
+    this.#sawDisconnect = true;
+    this.#log.error({ worker: this.#opts.worker }, "kv events decode thread lost, receiving here");
+    this.#openSocket();
+    this.#firstContact();
+  }
+
+  /** Threaded mode: one group of live messages from the decode thread, in arrival order. */
+  #onGroup(g: LiveGroup): void {
+    let s0 = 0;
+    let p0 = 0;
+    for (let i = 0; i < g.frameCounts.length && !this.#closed; i++) {
+      const frames = g.frameCounts[i]!;
+      const s1 = g.seqEnds[i]!;
+      const p1 = g.ends[i]!;
+      const decoded = frames === 3 ? replyOf(g, i) : null;
+      this.#onMessage(frames, g.seqBytes.subarray(s0, s1), g.bytes.subarray(p0, p1), decoded);
+      s0 = s1;
+      p0 = p1;
+    }
+    this.#thread!.credit(this.#stream);
   }
 
   /** The stream's identity and counters, as of now. */
@@ -159,50 +264,58 @@ export class KvEventSubscriber {
   }
 
   /** Stop receiving and release the sockets. The index is left as is. */
-  async close(): Promise<void> {
-    if (this.#closed) return this.#loop;
-    this.#closed = true;
-    this.#replay?.close();
-    this.#sub.close();
-    this.#pending.clear();
-    this.#c.connected = false;
-    await Promise.all([this.#loop, this.#replayTask]);
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
   }
 
-  async #receiveLoop(): Promise<void> {
+  async #close(): Promise<void> {
+    this.#closed = true;
+    this.#replay?.close();
+    this.#sub?.close();
+    const stream = this.#stream >= 0 ? this.#thread!.closeStream(this.#stream) : undefined;
+    this.#pending.clear();
+    this.#c.connected = false;
+    await Promise.all([this.#loop, this.#replayTask, stream]);
+    if (this.#thread !== null) await DecodeThread.release();
+  }
+
+  async #receiveLoop(sub: Subscriber): Promise<void> {
     while (!this.#closed) {
       let frames: Buffer[];
       try {
-        frames = await this.#sub.receive();
+        frames = await sub.receive();
       } catch (err) {
         if (this.#closed) return;
-        this.#log.error(
-          { worker: this.#opts.worker, err: String(err) },
-          "kv events receive failed",
-        );
+        this.#onReceiveError(String(err));
         await new Promise((resolve) => setTimeout(resolve, 100));
         continue;
       }
       if (this.#closed) return;
-      this.#onLive(frames);
+      this.#onMessage(frames.length, frames[1], frames[2], null);
     }
   }
 
-  #onLive(frames: Buffer[]): void {
-    const seq = frames.length === 3 ? decodeSeq(frames[1]!) : null;
+  /**
+   * One live message, in arrival order: `frames` frames, the seq and payload frames when
+   * there are 3; `decoded`: the payload's decode if the decode thread did it.
+   */
+  #onMessage(
+    frames: number,
+    seqFrame: Uint8Array | undefined,
+    payload: Uint8Array | undefined,
+    decoded: DecodeReply | null,
+  ): void {
+    const seq = frames === 3 ? decodeSeq(seqFrame!) : null;
     if (seq === null) {
       this.#c.malformedFrames++;
-      this.#logProblem(
-        { frames: frames.length },
-        "kv events message is not [topic, seq8, payload]",
-      );
+      this.#logProblem({ frames }, "kv events message is not [topic, seq8, payload]");
       return;
     }
-    const payload = frames[2]!;
     if (this.#pending.length === 0 && !this.#c.replaying) {
-      if (this.#step(seq, payload)) return;
+      if (this.#step(seq, payload!, decoded)) return;
     }
-    this.#pending.push({ seq, payload });
+    this.#pending.push({ seq, payload: payload!, decoded });
     this.#drain();
   }
 
@@ -211,7 +324,7 @@ export class KvEventSubscriber {
     while (!this.#c.replaying && !this.#closed) {
       const head = this.#pending.peek();
       if (head === undefined) return;
-      if (!this.#step(head.seq, head.payload)) return;
+      if (!this.#step(head.seq, head.payload, head.decoded ?? null)) return;
       this.#pending.dropHead();
     }
   }
@@ -220,12 +333,12 @@ export class KvEventSubscriber {
    * Handle one live batch in stream order. Returns false when it must wait for a replay
    * it has just started (the caller keeps it queued).
    */
-  #step(seq: bigint, payload: Uint8Array): boolean {
+  #step(seq: bigint, payload: Uint8Array, decoded: DecodeReply | null): boolean {
     const last = this.#c.lastSeq;
     const expected = last === null ? 0n : last + 1n;
     if (this.#isNext(seq)) {
       this.#dupLow = this.#dupHigh = null; // FIFO: no replayed copy can follow a newer batch
-      this.#apply(seq, payload, false);
+      this.#apply(seq, payload, false, decoded);
       return true;
     }
     if (seq < expected) {
@@ -239,7 +352,7 @@ export class KvEventSubscriber {
       this.#c.lastSeq = null;
       this.#lastPayload = null;
       this.#dupLow = this.#dupHigh = null;
-      return this.#step(seq, payload); // expected is now 0 ≤ seq: no further recursion
+      return this.#step(seq, payload, decoded); // expected is now 0 ≤ seq: no further recursion
     }
     if (last !== null) this.#c.gaps++;
     if (this.#replay !== null) {
@@ -255,7 +368,7 @@ export class KvEventSubscriber {
       resumeAt: String(seq),
       why: "no replay endpoint",
     });
-    this.#apply(seq, payload, false);
+    this.#apply(seq, payload, false, decoded);
     return true;
   }
 
@@ -316,7 +429,7 @@ export class KvEventSubscriber {
         why: "replay buffer starts later",
       });
     }
-    this.#apply(seq, payload, true);
+    this.#apply(seq, payload, true, null);
     return true;
   }
 
@@ -383,15 +496,18 @@ export class KvEventSubscriber {
     else this.#log.warn(record, msg);
   }
 
-  /** Decode and apply one batch, synchronously. Advances the sequence even if undecodable. */
-  #apply(seq: bigint, payload: Uint8Array, replayed: boolean): void {
+  /**
+   * Decode (unless `decoded` ahead on the decode thread) and apply one batch,
+   * synchronously. Advances the sequence even if undecodable.
+   */
+  #apply(seq: bigint, payload: Uint8Array, replayed: boolean, decoded: DecodeReply | null): void {
     const c = this.#c;
     c.batches++;
     if (replayed) c.replayedBatches++;
     c.lastSeq = seq;
     this.#lastPayload = payload;
     c.lastEventTimeMs = this.#now();
-    const result = this.#decoder.decode(payload);
+    const result: BatchDecodeResult | DecodeReply = decoded ?? this.#decoder.decode(payload);
     if (!result.ok) {
       c.countDecodeError(result.error.code);
       this.#logProblem(
@@ -400,21 +516,31 @@ export class KvEventSubscriber {
       );
       return;
     }
-    const { batch, skipped } = result;
+    const { skipped } = result;
+    const tape = "tape" in result ? result.tape : null;
+    const batch = tape === null ? (result as { batch: EventBatch }).batch : null;
+    const dpRank = tape !== null ? tape.dpRank : batch!.dpRank;
     c.skipped.unknownTag += skipped.unknownTag;
     c.skipped.nonMainGroup += skipped.nonMainGroup;
     c.skipped.unknownKeys += skipped.unknownKeys;
-    if (batch.dpRank !== null && batch.dpRank !== this.#dpRank) {
+    if (dpRank !== null && dpRank !== this.#dpRank) {
       c.dpRankMismatches++;
       this.#logProblem(
-        { seq: String(seq), batchRank: batch.dpRank, expectedRank: this.#dpRank },
+        { seq: String(seq), batchRank: dpRank, expectedRank: this.#dpRank },
         "kv events batch from another data-parallel rank (endpoint misconfigured?)",
       );
     }
     const worker = this.#opts.worker;
+    const index = this.#index;
     try {
-      for (const event of batch.events) {
-        c.countEvent(event.type, this.#index.applyEvent(worker, event).status);
+      if (tape !== null) {
+        for (let i = 0; i < tape.events; i++) {
+          c.countEvent(tapeEventType(tape, i), applyTapeEvent(index, worker, tape, i).status);
+        }
+      } else {
+        for (const event of batch!.events) {
+          c.countEvent(event.type, index.applyEvent(worker, event).status);
+        }
       }
     } catch (err) {
       c.applyErrors++;

@@ -3,9 +3,13 @@
  * head, so draining a long backlog is O(n) rather than O(n²) with `shift()`.
  */
 
+import type { DecodeReply } from "./decode-thread.js";
+
 export interface PendingMessage {
   readonly seq: bigint;
   readonly payload: Uint8Array;
+  /** The payload's decode, when it was decoded ahead (on the decode thread). */
+  readonly decoded?: DecodeReply | null;
 }
 
 export class PendingQueue {

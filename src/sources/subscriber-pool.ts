@@ -31,6 +31,8 @@ export interface SubscriberPoolOptions {
   readonly reconnectMaxIntervalMs?: number;
   readonly receiveHighWaterMark?: number;
   readonly heartbeatIntervalMs?: number;
+  /** Receive and decode on the process's decode thread (see `KvEventSubscriberOptions`). */
+  readonly decodeThread?: boolean;
 }
 
 export class SubscriberPool {

@@ -1,0 +1,232 @@
+/**
+ * The decode thread's entry point (see decode-thread.ts): one SUB socket per stream the
+ * main thread opens; every live message is decoded as it arrives (vLLM/SGLang, into the
+ * stream's event tape) and sent on in groups, in arrival order, with the socket's
+ * connect/disconnect events in between. At most `MAX_GROUPS` groups per stream wait for
+ * the main thread's credit; meanwhile the socket is not read (its HWM then applies).
+ */
+
+import { parentPort } from "node:worker_threads";
+import { Subscriber } from "zeromq";
+import { TapeWriter, tapeTransferables } from "../protocol/event-tape.js";
+import { decodeEventBatch, decodeEventTape } from "../protocol/vllm-codec.js";
+import {
+  type DecodeReply,
+  type LiveGroup,
+  type LiveSocketOptions,
+  META_FIELDS,
+  type ThreadCommand,
+  type ThreadEvent,
+  writeMeta,
+} from "./decode-thread.js";
+
+const port = parentPort;
+if (port === null) throw new Error("decode-worker must run as a worker thread");
+const send = (ev: ThreadEvent, transfer: ArrayBuffer[] = []) => port.postMessage(ev, transfer);
+
+/** A group is sent once it has this many messages or bytes, else on the next loop turn. */
+const GROUP_MESSAGES = 64;
+const GROUP_BYTES = 1 << 20;
+const MAX_GROUPS = 4;
+
+class LiveStream {
+  readonly #id: number;
+  readonly #sub: Subscriber;
+  readonly #options: { readonly fieldOrder: LiveSocketOptions["fieldOrder"] };
+  readonly #writer = new TapeWriter();
+  #closed = false;
+  #outstanding = 0;
+  #wake: (() => void) | null = null;
+  #scheduled = false;
+  // The group being collected.
+  #frameCounts: number[] = [];
+  #seqBytes = new Uint8Array(8 * GROUP_MESSAGES);
+  #seqEnds: number[] = [];
+  #bytes = new Uint8Array(GROUP_BYTES);
+  #ends: number[] = [];
+  #meta = new Float64Array(GROUP_MESSAGES * META_FIELDS);
+  #others: (DecodeReply | null)[] = [];
+
+  constructor(id: number, o: LiveSocketOptions) {
+    this.#id = id;
+    this.#options = { fieldOrder: o.fieldOrder };
+    this.#sub = new Subscriber({
+      linger: 0,
+      receiveHighWaterMark: o.receiveHighWaterMark,
+      reconnectInterval: o.reconnectInterval,
+      reconnectMaxInterval: o.reconnectMaxInterval,
+      heartbeatInterval: o.heartbeatInterval,
+      heartbeatTimeout: o.heartbeatInterval * 3,
+    });
+    for (const name of ["connect", "disconnect"] as const) {
+      this.#sub.events.on(name, () => {
+        if (this.#closed) return;
+        this.#flush(); // messages received before the event go first
+        send({ type: "event", stream: id, name });
+      });
+    }
+    this.#sub.subscribe(o.topic);
+    this.#sub.connect(o.endpoint);
+    send({ type: "opened", stream: id });
+    this.#writer.reset();
+    void this.#loop();
+  }
+
+  credit(): void {
+    this.#outstanding--;
+    const wake = this.#wake;
+    this.#wake = null;
+    wake?.();
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#sub.close();
+    this.credit();
+    send({ type: "closed", stream: this.#id });
+  }
+
+  async #loop(): Promise<void> {
+    while (!this.#closed) {
+      while (this.#outstanding >= MAX_GROUPS && !this.#closed) {
+        await new Promise<void>((resolve) => {
+          this.#wake = resolve;
+        });
+      }
+      if (this.#closed) return;
+      let frames: Buffer[];
+      try {
+        frames = await this.#sub.receive();
+      } catch (err) {
+        if (this.#closed) return;
+        send({ type: "error", stream: this.#id, message: String(err) });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        continue;
+      }
+      if (this.#closed) return;
+      this.#add(frames);
+    }
+  }
+
+  #add(frames: Buffer[]): void {
+    const i = this.#frameCounts.length;
+    this.#frameCounts.push(frames.length);
+    if (frames.length === 3) {
+      const seq = frames[1]!;
+      const payload = frames[2]!;
+      this.#seqBytes = append(this.#seqBytes, this.#seqEnds, seq);
+      this.#bytes = append(this.#bytes, this.#ends, payload);
+      const taped = decodeEventTape(payload, this.#writer, this.#options);
+      if (taped?.ok) writeMeta(this.#meta, i, taped.tape, taped.skipped);
+      else {
+        const r = taped ?? decodeEventBatch(payload, this.#options);
+        this.#other(
+          i,
+          r.ok
+            ? { ok: true, skipped: r.skipped, tape: null, batch: r.batch }
+            : { ok: false, error: r.error },
+        );
+      }
+    } else {
+      this.#seqEnds.push(this.#seqEnds.at(-1) ?? 0);
+      this.#ends.push(this.#ends.at(-1) ?? 0);
+      this.#other(i, null);
+    }
+    const n = this.#frameCounts.length;
+    if (n >= GROUP_MESSAGES || (this.#ends.at(-1) ?? 0) >= GROUP_BYTES) this.#flush();
+    else if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(() => {
+        this.#scheduled = false;
+        this.#flush();
+      });
+    }
+  }
+
+  #other(i: number, reply: DecodeReply | null): void {
+    this.#meta[i * META_FIELDS] = -1;
+    while (this.#others.length < i) this.#others.push(null);
+    this.#others.push(reply);
+  }
+
+  #flush(): void {
+    const n = this.#frameCounts.length;
+    if (n === 0 || this.#closed) return;
+    const arrays = this.#writer.finish();
+    const total = this.#ends[n - 1]!;
+    const group: LiveGroup = {
+      type: "live",
+      stream: this.#id,
+      frameCounts: this.#frameCounts,
+      seqBytes: this.#seqBytes.slice(0, this.#seqEnds[n - 1]!),
+      seqEnds: this.#seqEnds,
+      bytes: this.#bytes.slice(0, total),
+      ends: this.#ends,
+      meta: this.#meta.slice(0, n * META_FIELDS),
+      arrays,
+      others: this.#others,
+    };
+    send(group, [
+      group.bytes.buffer as ArrayBuffer,
+      group.seqBytes.buffer as ArrayBuffer,
+      group.meta.buffer as ArrayBuffer,
+      ...tapeTransferables(arrays),
+    ]);
+    this.#outstanding++;
+    this.#frameCounts = [];
+    this.#seqEnds = [];
+    this.#ends = [];
+    this.#others = [];
+    this.#writer.reset();
+  }
+}
+
+/** Appends `data` to `buf` at the last end in `ends` (growing `buf`); returns the buffer. */
+function append(
+  buf: Uint8Array<ArrayBuffer>,
+  ends: number[],
+  data: Uint8Array,
+): Uint8Array<ArrayBuffer> {
+  const at = ends.at(-1) ?? 0;
+  const end = at + data.length;
+  let out = buf;
+  if (end > out.length) {
+    out = new Uint8Array(Math.max(end, 2 * out.length));
+    out.set(buf.subarray(0, at));
+  }
+  out.set(data, at);
+  ends.push(end);
+  return out;
+}
+
+const streams = new Map<number, LiveStream>();
+
+port.on("message", (cmd: ThreadCommand) => {
+  switch (cmd.type) {
+    case "open":
+      streams.set(cmd.stream, new LiveStream(cmd.stream, cmd.socket));
+      return;
+    case "credit":
+      streams.get(cmd.stream)?.credit();
+      return;
+    case "close": {
+      const stream = streams.get(cmd.stream);
+      streams.delete(cmd.stream);
+      if (stream !== undefined) stream.close();
+      else send({ type: "closed", stream: cmd.stream });
+      return;
+    }
+    case "shutdown":
+      for (const stream of streams.values()) stream.close();
+      streams.clear();
+      // Nothing else keeps the thread alive: it exits once the sockets are released.
+      port.close();
+      return;
+    default: {
+      const unknown: never = cmd;
+      throw new TypeError(`unknown command ${(unknown as { type: string }).type}`);
+    }
+  }
+});
+
+send({ type: "ready" });

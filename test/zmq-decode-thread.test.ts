@@ -1,0 +1,99 @@
+/**
+ * The decode thread on its own, against a real EnginePublisher over ZeroMQ: the worker
+ * (loaded from .ts here, through the tsx bootstrap) owns the SUB socket and sends
+ * groups in arrival order, with a tape per integer-hash batch, the objects for a
+ * binary-hash batch, the error for an undecodable payload, the frame count of a
+ * malformed message, and the socket's connect event. Closing releases the socket.
+ */
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodeEventBatch } from "../src/protocol/event-encoder.js";
+import { tapeEvent } from "../src/protocol/event-tape.js";
+import {
+  DecodeThread,
+  type LiveGroup,
+  type LiveSocketOptions,
+  replyOf,
+} from "../src/sources/decode-thread.js";
+import { EnginePublisher } from "../src/sources/engine-publisher.js";
+import { emptyBatch, hex, storedBatch, waitFor } from "./zmq-helpers.js";
+
+let thread: DecodeThread;
+beforeAll(() => {
+  thread = DecodeThread.acquire();
+});
+afterAll(() => DecodeThread.release());
+
+function socket(endpoint: string): LiveSocketOptions {
+  return {
+    endpoint,
+    topic: "",
+    receiveHighWaterMark: 1000,
+    reconnectInterval: 20,
+    reconnectMaxInterval: 100,
+    heartbeatInterval: 0,
+    fieldOrder: "vllm",
+  };
+}
+
+describe("DecodeThread", () => {
+  it("receives and decodes a stream on the worker, in order, with its socket events", async () => {
+    const pub = await EnginePublisher.bind({ endpoint: "tcp://127.0.0.1:*", replayEndpoint: null });
+    const groups: LiveGroup[] = [];
+    const events: string[] = [];
+    const stream = thread.openStream(socket(pub.endpoint), {
+      onGroup: (g) => {
+        groups.push(g);
+        thread.credit(stream);
+      },
+      onEvent: (name) => events.push(name),
+      onOpened: () => events.push("opened"),
+      onError: (message) => events.push(`error ${message}`),
+      onLost: () => events.push("lost"),
+    });
+    expect(stream).toBeGreaterThanOrEqual(0);
+    // Slow joiner: probe until something arrives.
+    await waitFor("live", () => {
+      if (groups.length === 0) pub.publish(emptyBatch());
+      return groups.length > 0;
+    });
+    expect(events.slice(0, 2)).toEqual(["opened", "connect"]);
+    const messages = () => groups.flatMap((g) => g.frameCounts.map((_, i) => ({ g, i })));
+    const before = messages().length;
+    const seq = pub.publish(storedBatch([1n, 2n], 9n));
+    pub.publish({
+      ...storedBatch([3n]),
+      events: [{ type: "BlockRemoved", blockHashes: [3n], medium: null }],
+    });
+    pub.publishRaw(new Uint8Array([0xc1]));
+    const binary = encodeEventBatch(storedBatch([4n]), { hashForm: "binary" });
+    pub.publishRaw(binary);
+    await waitFor("4 more", () => messages().length === before + 4);
+    const [a, b, c, d] = messages().slice(before);
+    const ra = replyOf(a!.g, a!.i);
+    if (ra === null || !ra.ok || ra.tape === null) throw new Error("expected a tape");
+    expect(tapeEvent(ra.tape, 0)).toMatchObject({
+      type: "stored",
+      blockHashes: [hex(1n), hex(2n)],
+      parentHash: hex(9n),
+    });
+    const ends = a!.g.seqEnds;
+    const seqFrame = a!.g.seqBytes.subarray(a!.i === 0 ? 0 : ends[a!.i - 1]!, ends[a!.i]!);
+    expect(Buffer.from(seqFrame).readBigUInt64BE()).toBe(seq);
+    const rb = replyOf(b!.g, b!.i);
+    expect(rb?.ok && rb.tape !== null && tapeEvent(rb.tape, 0)).toMatchObject({
+      type: "removed",
+      blockHashes: [hex(3n)],
+    });
+    expect(replyOf(c!.g, c!.i)).toMatchObject({ ok: false, error: { code: "not_msgpack" } });
+    const rd = replyOf(d!.g, d!.i);
+    expect(rd).toMatchObject({ ok: true, tape: null, batch: { events: [{ type: "stored" }] } });
+    // The payload bytes come along, as sent.
+    const dEnd = d!.g.ends[d!.i]!;
+    const dStart = d!.i === 0 ? 0 : d!.g.ends[d!.i - 1]!;
+    expect(Buffer.from(d!.g.bytes.subarray(dStart, dEnd)).equals(Buffer.from(binary))).toBe(true);
+    await thread.closeStream(stream);
+    await pub.close();
+    expect(events).toEqual(["opened", "connect"]);
+  });
+});
