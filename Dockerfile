@@ -28,6 +28,8 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 # config/default.yaml is also read relative to dist/ when no file is named.
 COPY config ./config
+# The trace slice `kvrouter replay` reads by default (traces/README.md).
+COPY traces ./traces
 COPY config/default.yaml /etc/kvrouter/config.yaml
 # Inside a container the router must listen on all interfaces to be reachable.
 ENV KVROUTER_CONFIG=/etc/kvrouter/config.yaml \

@@ -17,9 +17,7 @@ import { DEFAULT_TIMING } from "../src/replay/timing-model.js";
 import { loadTrace } from "../src/replay/trace.js";
 import { DEFAULT_SCHEDULER_CONFIG } from "../src/scheduler/defaults.js";
 
-const TRACE = fileURLToPath(
-  new URL("../../shared/traces/conversation_trace.jsonl", import.meta.url),
-);
+const TRACE = fileURLToPath(new URL("../traces/mooncake-conversation-2k.jsonl", import.meta.url));
 const slice = loadTrace(TRACE, { limit: 300 });
 
 const base: CompareOptions = {

@@ -1,5 +1,6 @@
+import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { parseReplayArgs, ReplayUsageError } from "./options.js";
+import { DEFAULT_TRACE, parseReplayArgs, ReplayUsageError } from "./options.js";
 
 describe("parseReplayArgs", () => {
   it("fills defaults and expands --policy all", () => {
@@ -33,12 +34,18 @@ describe("parseReplayArgs", () => {
     expect(o.scheduler.kvHardCap).toBe(0.9);
   });
 
+  it("defaults to the trace slice shipped in the repository", () => {
+    const o = parseReplayArgs([])!;
+    expect(o.trace).toBe(DEFAULT_TRACE);
+    expect(existsSync(DEFAULT_TRACE)).toBe(true);
+  });
+
   it("returns null for --help", () => {
     expect(parseReplayArgs(["--help"])).toBeNull();
   });
 
   it.each([
-    [[], /--trace FILE is required/],
+    [["stray"], /unexpected argument 'stray'/],
     [["--trace", "t", "--workers", "0"], /--workers must be a positive integer, got '0'/],
     [["--trace", "t", "--policy", "best"], /--policy must be one of/],
     [["--trace", "t", "--capacity-blocks", "5", "--capacity-tokens", "80"], /not both/],

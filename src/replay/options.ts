@@ -3,18 +3,25 @@
  */
 
 import { availableParallelism } from "node:os";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { resolveSchedulerConfig, SchedulerConfigError } from "../scheduler/config.js";
 import type { CostWeights, SchedulerConfig } from "../scheduler/types.js";
 import { isPolicyName, POLICY_NAMES, type PolicyName } from "./policies.js";
 import { DEFAULT_TIMING, invalidTimingField, type TimingModel } from "./timing-model.js";
 
-export const USAGE = `usage: kvrouter replay --trace FILE [options]
+/** The trace slice shipped in the repository (and the image): `traces/README.md`. */
+export const DEFAULT_TRACE = fileURLToPath(
+  new URL("../../traces/mooncake-conversation-2k.jsonl", import.meta.url),
+);
+
+export const USAGE = `usage: kvrouter replay [--trace FILE] [options]
 
 Replays a request trace (Mooncake JSONL) through the router in virtual time against a
 simulated fleet of vLLM-like workers, and compares routing policies.
 
-  --trace FILE              trace file (required)
+  --trace FILE              trace file (default: traces/mooncake-conversation-2k.jsonl,
+                            2,000 requests of the Mooncake conversation trace)
   --limit N                 only the first N requests of the file
   --workers N               workers in the fleet (default 8)
   --capacity-blocks C       KV blocks per worker (default: unlimited)
@@ -103,7 +110,6 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
   if (parsed.positionals.length > 0) {
     throw new ReplayUsageError(`unexpected argument '${parsed.positionals[0]}'`);
   }
-  if (v.trace === undefined) throw new ReplayUsageError("--trace FILE is required");
   const blockSize = num("block-size", v["block-size"], posInt, "a positive integer") ?? 16;
   const blocks = num("capacity-blocks", v["capacity-blocks"], posInt, "a positive integer");
   const tokens = num("capacity-tokens", v["capacity-tokens"], posInt, "a positive integer");
@@ -178,7 +184,7 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
   }
 
   return {
-    trace: v.trace,
+    trace: v.trace ?? DEFAULT_TRACE,
     limit: num("limit", v.limit, posInt, "a positive integer") ?? null,
     workers: num("workers", v.workers, posInt, "a positive integer") ?? 8,
     capacityBlocks,
