@@ -13,7 +13,20 @@
 
 import { Dealer } from "zeromq";
 import { decodeSeq, encodeSeq, isEndSeq } from "./seq.js";
-import type { ReplayFailureReason } from "./stream-state.js";
+
+/**
+ * Why a replay did not deliver up to the end marker:
+ * - `timeout`: no reply frame within `replayTimeoutMs` (endpoint absent or silent);
+ * - `malformed`: a reply frame of an unknown layout;
+ * - `socket`: the replay socket failed.
+ */
+export type ReplayFailureReason = "timeout" | "malformed" | "socket";
+
+export const REPLAY_FAILURE_REASONS: readonly ReplayFailureReason[] = [
+  "timeout",
+  "malformed",
+  "socket",
+];
 
 /** One parsed reply message. */
 export type ReplyFrame =

@@ -4,6 +4,7 @@
  * `StreamState` snapshot on scrape and turns it into metrics.
  */
 
+import { REPLAY_FAILURE_REASONS, type ReplayFailureReason } from "./replay-client.js";
 import type { SkipCounts } from "../protocol/decode-error.js";
 import type { WorkerKey } from "../protocol/worker.js";
 
@@ -26,19 +27,6 @@ export type ResetReason = "restart" | "unfilled_gap" | "startup_hole";
 
 export const RESET_REASONS: readonly ResetReason[] = ["restart", "unfilled_gap", "startup_hole"];
 
-/**
- * Why a replay did not deliver up to the end marker:
- * - `timeout`: no reply frame within `replayTimeoutMs` (endpoint absent or silent);
- * - `malformed`: a reply frame of an unknown layout;
- * - `socket`: the replay socket failed.
- */
-export type ReplayFailureReason = "timeout" | "malformed" | "socket";
-
-export const REPLAY_FAILURE_REASONS: readonly ReplayFailureReason[] = [
-  "timeout",
-  "malformed",
-  "socket",
-];
 
 /** A point-in-time view of one stream (plain data; `lastSeq` is a bigint, 64-bit unsigned). */
 export interface StreamState {
