@@ -9,12 +9,12 @@
 
 import { writeFileSync } from "node:fs";
 import Fastify from "fastify";
-import { validateConfig } from "../src/config.js";
+import { validateConfig } from "../src/config/index.js";
 import { JSON_PARSING } from "../src/http/build-app.js";
-import { createService } from "../src/main/service.js";
 import { engineHashFromU32Pair } from "../src/protocol/engine-hash.js";
 import type { BlockStoredEvent } from "../src/protocol/events.js";
 import { workerKey } from "../src/protocol/worker.js";
+import { createService } from "../src/service/service.js";
 import { createLogger } from "../src/telemetry/logger.js";
 
 export const WORKERS = 16;

@@ -9,7 +9,7 @@
 import { type EngineBlockHash, engineHashFromU32Pair } from "../src/protocol/engine-hash.js";
 import { type KvEvent, tierOfMedium } from "../src/protocol/events.js";
 import { type WorkerKey, workerKey } from "../src/protocol/worker.js";
-import { seededRng as rng } from "../src/scheduler/rng.js";
+import { seededRng as rng } from "../src/util/rng.js";
 
 export interface WorkloadOptions {
   readonly workers: number;

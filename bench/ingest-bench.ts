@@ -21,10 +21,10 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
+import { DecodeThread } from "../src/ingest/decode-thread.js";
+import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
 import { decodeEventBatch } from "../src/protocol/vllm-codec.js";
 import { workerKey } from "../src/protocol/worker.js";
-import { DecodeThread } from "../src/sources/decode-thread.js";
-import { KvEventSubscriber } from "../src/sources/kv-event-subscriber.js";
 import { DEFAULT_WORKLOAD, generateWorkload, type WorkloadOptions } from "./ingest-workload.js";
 
 const W = workerKey("bench", 0);

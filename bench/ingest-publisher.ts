@@ -6,8 +6,8 @@
  * `go` → publish the whole workload as fast as the PUB socket takes it, then report.
  */
 
+import { EnginePublisher } from "../src/engine/publisher.js";
 import { encodeEventBatch } from "../src/protocol/event-encoder.js";
-import { EnginePublisher } from "../src/sources/engine-publisher.js";
 import { DEFAULT_WORKLOAD, generateWorkload, type WorkloadOptions } from "./ingest-workload.js";
 
 type Command = { cmd: "probe" } | { cmd: "go" } | { cmd: "exit" };

@@ -10,7 +10,7 @@
  */
 
 import { encodeEventBatch, type WireEvent } from "../src/protocol/event-encoder.js";
-import { seededRng as rng } from "../src/scheduler/rng.js";
+import { seededRng as rng } from "../src/util/rng.js";
 
 export interface WorkloadOptions {
   /** Blocks to emit in total (stored + removed). */

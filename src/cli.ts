@@ -8,7 +8,7 @@
 type SubMain = (argv: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, { describe: string; load: () => Promise<{ main: SubMain }> }> = {
-  serve: { describe: "run the router service", load: () => import("./main.js") },
+  serve: { describe: "run the router service", load: () => import("./service/serve.js") },
   "sim-worker": {
     describe: "run one simulated vLLM worker (no GPU)",
     load: () => import("./sim/sim-worker-main.js"),

@@ -26,7 +26,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
-import { loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/config/index.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 

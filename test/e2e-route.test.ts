@@ -6,8 +6,8 @@
  */
 
 import { afterEach, describe, expect, it } from "vitest";
+import { EnginePublisher } from "../src/engine/publisher.js";
 import type { WireBatch } from "../src/protocol/event-encoder.js";
-import { EnginePublisher } from "../src/sources/engine-publisher.js";
 import { startTestService, type TestService } from "./http-harness.js";
 import { emptyBatch } from "./zmq-helpers.js";
 

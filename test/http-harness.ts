@@ -6,10 +6,10 @@
  */
 
 import { Writable } from "node:stream";
-import { validateConfig } from "../src/config.js";
-import { createService, type Service } from "../src/main/service.js";
+import { validateConfig } from "../src/config/index.js";
 import { engineHashFromSafeInt } from "../src/protocol/engine-hash.js";
 import type { BlockStoredEvent } from "../src/protocol/events.js";
+import { createService, type Service } from "../src/service/service.js";
 import { createLogger } from "../src/telemetry/logger.js";
 
 export interface TestService extends Service {

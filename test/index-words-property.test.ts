@@ -11,11 +11,11 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { computeBlockKeys } from "../src/index/block-key.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
+import { applyTapeEvent } from "../src/ingest/tape-apply.js";
 import { encodeEventBatch, type WireEvent } from "../src/protocol/event-encoder.js";
 import { TapeWriter, tapeEvent } from "../src/protocol/event-tape.js";
 import { decodeEventBatch, decodeEventTape } from "../src/protocol/vllm-codec.js";
 import { workerKey } from "../src/protocol/worker.js";
-import { applyTapeEvent } from "../src/sources/tape-apply.js";
 
 const BS = 2;
 const W = workerKey("w", 0);

@@ -2,9 +2,9 @@ import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { MetricsScraper, type ScrapeTarget } from "../src/ingest/metrics-scraper.js";
 import { LoadTracker } from "../src/load/load-tracker.js";
 import { workerKey } from "../src/protocol/worker.js";
-import { MetricsScraper, type ScrapeTarget } from "../src/sources/metrics-scraper.js";
 
 const fixture = (name: string) =>
   readFileSync(new URL(`./fixtures/metrics/${name}`, import.meta.url), "utf8");

@@ -7,15 +7,15 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { encodeEventBatch } from "../src/protocol/event-encoder.js";
-import { tapeEvent } from "../src/protocol/event-tape.js";
+import { EnginePublisher } from "../src/engine/publisher.js";
 import {
   DecodeThread,
   type LiveGroup,
   type LiveSocketOptions,
   replyOf,
-} from "../src/sources/decode-thread.js";
-import { EnginePublisher } from "../src/sources/engine-publisher.js";
+} from "../src/ingest/decode-thread.js";
+import { encodeEventBatch } from "../src/protocol/event-encoder.js";
+import { tapeEvent } from "../src/protocol/event-tape.js";
 import { emptyBatch, hex, storedBatch, waitFor } from "./zmq-helpers.js";
 
 let thread: DecodeThread;

@@ -4,11 +4,11 @@
  */
 
 import { afterEach, describe, expect, it } from "vitest";
+import { EnginePublisher } from "../src/engine/publisher.js";
+import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
 import { engineHashFromString } from "../src/protocol/engine-hash.js";
 import { encodeMooncakeBatch, type MooncakeWireEvent } from "../src/protocol/mooncake-encoder.js";
 import { workerKey } from "../src/protocol/worker.js";
-import { EnginePublisher } from "../src/sources/engine-publisher.js";
-import { KvEventSubscriber } from "../src/sources/kv-event-subscriber.js";
 import { RecordingIndex, waitFor } from "./zmq-helpers.js";
 
 const STORE = workerKey("store:mc", 0);

@@ -4,9 +4,9 @@
  */
 
 import { afterEach, describe, expect, it } from "vitest";
+import { EnginePublisher } from "../src/engine/publisher.js";
+import { SubscriberPool } from "../src/ingest/subscriber-pool.js";
 import { workerKey } from "../src/protocol/worker.js";
-import { EnginePublisher } from "../src/sources/engine-publisher.js";
-import { SubscriberPool } from "../src/sources/subscriber-pool.js";
 import {
   emptyBatch,
   freePortRange,

@@ -7,18 +7,18 @@
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Router } from "zeromq";
+import { EnginePublisher, type EnginePublisherOptions } from "../src/engine/publisher.js";
 import { computeBlockKeys } from "../src/index/block-key.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
 import type { PrefixIndex } from "../src/index/types.js";
-import { encodeEventBatch, type WireBatch } from "../src/protocol/event-encoder.js";
-import { workerKey } from "../src/protocol/worker.js";
-import { DecodeThread } from "../src/sources/decode-thread.js";
-import { EnginePublisher, type EnginePublisherOptions } from "../src/sources/engine-publisher.js";
+import { DecodeThread } from "../src/ingest/decode-thread.js";
 import {
   KvEventSubscriber,
   type KvEventSubscriberDeps,
   type KvEventSubscriberOptions,
-} from "../src/sources/kv-event-subscriber.js";
+} from "../src/ingest/kv-event-subscriber.js";
+import { encodeEventBatch, type WireBatch } from "../src/protocol/event-encoder.js";
+import { workerKey } from "../src/protocol/worker.js";
 import {
   emptyBatch,
   freePortRange,

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
-import { deriveSeed } from "../scheduler/rng.js";
+import { deriveSeed } from "../util/rng.js";
 import type { ChildGroup } from "./child-group.js";
 import type { SimTiming } from "./demo-options.js";
 

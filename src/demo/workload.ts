@@ -9,8 +9,8 @@
  * the worker as ids: what the router hashes is exactly what the worker computes.
  */
 
-import { seededRng } from "../scheduler/rng.js";
 import type { SimTokenizer } from "../sim/tokenizer.js";
+import { seededRng } from "../util/rng.js";
 import type { WorkloadShape } from "./demo-options.js";
 
 /** Content tokens are drawn below the simulator's special-token ids. */

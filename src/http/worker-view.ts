@@ -5,9 +5,9 @@
  */
 
 import type { WorkerConfig } from "../config/types.js";
+import type { StreamState } from "../ingest/stream-state.js";
 import type { InFlightTotals, LoadView } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
-import type { StreamState } from "../sources/stream-state.js";
 
 export function workerConfigJson(w: WorkerConfig) {
   return {

@@ -6,6 +6,9 @@
  *
  * Memory: typed-array pools (node-store.ts, engine-hash-table.ts); no object per block.
  * Speed: no allocation per block on ingest, none per visited node in `findMatches`.
+ *
+ * Long file: the tree's mutation paths (store chain, remove, clear) share private
+ * helpers over one node store; split, each half would need the other's internals.
  */
 
 import type { EngineBlockHash } from "../protocol/engine-hash.js";
@@ -112,7 +115,7 @@ export class RadixTreeIndex implements PrefixIndex {
   /**
    * `applyEvent` of a stored event whose hashes are 64-bit integers given as (hi, lo)
    * words, without `EngineBlockHash` strings (the threaded ingest path, see
-   * sources/event-tape.ts). Block `i`'s hash is `words[2 * (pair + i)]`, `…+ 1`; the
+   * protocol/event-tape.ts). Block `i`'s hash is `words[2 * (pair + i)]`, `…+ 1`; the
    * parent's is at pair `parentPair` (−1 = root); tokens are `tokens[tokenOffset, +tokenCount)`.
    * Same rules and outcomes as `applyEvent` with the hashes' hex form.
    */

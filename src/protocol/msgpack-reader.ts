@@ -7,6 +7,9 @@
  * and token lists straight into a Uint32Array. Malformed input throws `MsgpackFormatError`
  * (the codecs turn it into a typed decode error); type mismatches are reported by the
  * `is*`/`try*` probes so the caller can name the field.
+ *
+ * Long file: one cursor over a buffer with a reader per msgpack type family; the
+ * readers share the cursor's private state on the hot path.
  */
 
 import {

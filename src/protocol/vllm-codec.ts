@@ -6,6 +6,9 @@
  * BigInt per hash) because it sits on the ingest hot path. It never throws: a malformed
  * batch is one typed `DecodeError`; what is skipped on purpose (unknown tags, events of
  * non-main KV cache groups, unknown keys) is counted, not an error.
+ *
+ * Long file: one decoder for every vLLM/SGLang envelope and event layout; the layouts
+ * share field readers and the skip counters.
  */
 
 import {

@@ -4,8 +4,8 @@
  */
 
 import { RadixTreeIndex } from "../index/radix-tree.js";
-import { deriveSeed, seededRng } from "../scheduler/rng.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
+import { deriveSeed, seededRng } from "../util/rng.js";
 import { KvPolicy } from "./kv-policy.js";
 import {
   type FleetView,

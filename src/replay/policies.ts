@@ -5,7 +5,7 @@
  */
 
 import type { KvEvent } from "../protocol/events.js";
-import type { Rng } from "../scheduler/rng.js";
+import type { Rng } from "../util/rng.js";
 import type { RequestOutcome } from "./sim-fleet.js";
 import type { TraceRequest } from "./trace.js";
 

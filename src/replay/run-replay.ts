@@ -5,8 +5,8 @@
  */
 
 import type { KvEvent } from "../protocol/events.js";
-import { deriveSeed } from "../scheduler/rng.js";
 import type { CacheEvent } from "../sim/kv-cache.js";
+import { deriveSeed } from "../util/rng.js";
 import { EventQueue } from "./event-queue.js";
 import { toKvEvent } from "./kv-event-convert.js";
 import { type RunSummary, summariseRun, ttftSorted } from "./metrics.js";

@@ -4,7 +4,7 @@ import type { EffectiveLoad } from "../load/types.js";
 import { workerKey } from "../protocol/worker.js";
 import type { CandidateInput, TierOverlap } from "./types.js";
 
-export { seededRng } from "./rng.js";
+export { seededRng } from "../util/rng.js";
 
 export function load(over: Partial<EffectiveLoad> = {}): EffectiveLoad {
   return {

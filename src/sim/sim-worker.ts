@@ -5,7 +5,7 @@
  */
 
 import type { FastifyInstance } from "fastify";
-import { EnginePublisher } from "../sources/engine-publisher.js";
+import { EnginePublisher } from "../engine/publisher.js";
 import { SimEngine } from "./engine.js";
 import { buildSimApp } from "./http-app.js";
 import { SimMetrics } from "./metrics.js";

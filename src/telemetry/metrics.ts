@@ -7,8 +7,8 @@
 
 import { Counter, collectDefaultMetrics, Gauge, Histogram, type Registry } from "prom-client";
 import type { IndexStats } from "../index/types.js";
+import type { StreamState } from "../ingest/stream-state.js";
 import type { InFlightTotals, LoadView } from "../load/types.js";
-import type { StreamState } from "../sources/stream-state.js";
 
 /** Where scrape-time metrics come from; each is optional (tests wire only what they need). */
 export interface MetricSources {

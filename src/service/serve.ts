@@ -5,9 +5,9 @@
  */
 
 import { stringify as toYaml } from "yaml";
-import { formatIssues, loadConfig, redactConfig } from "./config.js";
-import { createService } from "./main/service.js";
-import { createLogger } from "./telemetry/logger.js";
+import { formatIssues, loadConfig, redactConfig } from "../config/index.js";
+import { createLogger } from "../telemetry/logger.js";
+import { createService } from "./service.js";
 
 /** How long a graceful shutdown may take before giving up with exit code 1. */
 const SHUTDOWN_TIMEOUT_MS = 10_000;

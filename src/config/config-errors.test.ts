@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type LoadConfigOptions, loadConfig } from "./config.js";
+import { type LoadConfigOptions, loadConfig } from "./index.js";
 
 function problems(file: string | null, opts: Partial<LoadConfigOptions> = {}): string[] {
   const outcome = loadConfig({

@@ -4,16 +4,16 @@
  * implementation lives in `src/config/`; this module is the public face.
  */
 
-export { envNameOf, FIELDS } from "./config/fields.js";
-export { type ConfigIssue, formatIssues } from "./config/issues.js";
+export { envNameOf, FIELDS } from "./fields.js";
+export { type ConfigIssue, formatIssues } from "./issues.js";
 export {
   DEFAULT_CONFIG_FILE,
   type LoadConfigOptions,
   type LoadConfigOutcome,
   loadConfig,
   redactConfig,
-} from "./config/load-config.js";
-export { USAGE } from "./config/sources.js";
-export * from "./config/types.js";
-export { validateConfig } from "./config/validate.js";
-export { validateWorker, WORKER_KEYS } from "./config/worker-config.js";
+} from "./load-config.js";
+export { USAGE } from "./sources.js";
+export * from "./types.js";
+export { validateConfig } from "./validate.js";
+export { validateWorker, WORKER_KEYS } from "./worker-config.js";

@@ -21,6 +21,9 @@
  *
  * With `decodeThread`, the SUB socket lives on the decode thread, which also decodes;
  * messages arrive here in groups, in order, and go through the same steps.
+ *
+ * Long file: transport, sequencing and apply in one class; the sequencing rules are
+ * being moved into a pure sequencer (see docs/ingestion.md).
  */
 
 import { Subscriber } from "zeromq";
@@ -28,16 +31,16 @@ import type { PrefixIndex } from "../index/types.js";
 import { tapeEventType } from "../protocol/event-tape.js";
 import type { EventBatch } from "../protocol/events.js";
 import { parseWorkerKey, type WorkerKey } from "../protocol/worker.js";
+import { ReplayClient, type ReplayOutcome } from "../transport/replay-client.js";
+import { decodeSeq } from "../transport/seq.js";
+import { type LogSink, noopLogger } from "../util/log-sink.js";
 import {
   type BatchDecodeResult,
   createStreamDecoder,
   type StreamDecoder,
 } from "./batch-decoder.js";
 import { type DecodeReply, DecodeThread, type LiveGroup, replyOf } from "./decode-thread.js";
-import { noopLogger, type SourceLogger } from "./logger.js";
 import { PendingQueue } from "./pending-queue.js";
-import { ReplayClient, type ReplayOutcome } from "./replay-client.js";
-import { decodeSeq } from "./seq.js";
 import {
   type ResetReason,
   StreamCounters,
@@ -78,7 +81,7 @@ export interface KvEventSubscriberOptions {
 }
 
 export interface KvEventSubscriberDeps {
-  readonly logger?: SourceLogger;
+  readonly logger?: LogSink;
   /** Wall clock in ms, for `lastEventTimeMs`. Default `Date.now`. */
   readonly now?: () => number;
 }
@@ -90,7 +93,7 @@ const LOG_EVERY = 1000;
 export class KvEventSubscriber {
   readonly #opts: KvEventSubscriberOptions;
   readonly #index: PrefixIndex;
-  readonly #log: SourceLogger;
+  readonly #log: LogSink;
   readonly #now: () => number;
   readonly #decoder: StreamDecoder;
   readonly #dpRank: number;

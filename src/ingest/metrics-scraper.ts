@@ -9,7 +9,7 @@ import { parseEngineMetrics } from "../load/engine-metrics.js";
 import { type LoadTracker, validateSnapshot } from "../load/load-tracker.js";
 import type { LoadSnapshot, WorkerKind } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
-import { noopLogger, type SourceLogger } from "./logger.js";
+import { type LogSink, noopLogger } from "../util/log-sink.js";
 
 /** One worker rank to scrape. */
 export interface ScrapeTarget {
@@ -28,7 +28,7 @@ export interface MetricsScraperOptions {
   readonly timeoutMs: number;
   /** Clock in ms, the same one the router and tracker use. */
   readonly nowMs: () => number;
-  readonly logger?: SourceLogger;
+  readonly logger?: LogSink;
   /** Largest accepted body; default 16 MiB. */
   readonly maxBodyBytes?: number;
 }
@@ -63,7 +63,7 @@ interface TargetState {
 
 export class MetricsScraper {
   readonly #opts: MetricsScraperOptions;
-  readonly #log: SourceLogger;
+  readonly #log: LogSink;
   readonly #targets = new Map<WorkerKey, TargetState>();
   #timer: NodeJS.Timeout | null = null;
   #stop = new AbortController();

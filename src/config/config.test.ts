@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { DEFAULT_SCHEDULER_CONFIG } from "../scheduler/defaults.js";
 import {
   DEFAULT_CONFIG_FILE,
   envNameOf,
@@ -9,8 +10,7 @@ import {
   type LoadConfigOptions,
   loadConfig,
   redactConfig,
-} from "./config.js";
-import { DEFAULT_SCHEDULER_CONFIG } from "./scheduler/defaults.js";
+} from "./index.js";
 
 const WORKER = { id: "w0", url: "http://127.0.0.1:9000" };
 

@@ -6,14 +6,14 @@
  */
 
 import type { WorkerConfig } from "../config/types.js";
-import type { FleetAddResult, FleetControl } from "../http/deps.js";
 import type { PrefixIndex } from "../index/types.js";
+import type { MetricsScraper } from "../ingest/metrics-scraper.js";
+import type { SubscriberPool } from "../ingest/subscriber-pool.js";
 import type { InFlightTracker } from "../load/in-flight.js";
 import type { LoadTracker } from "../load/load-tracker.js";
 import { type WorkerRegistry, WorkerSpecError } from "../load/worker-registry.js";
 import { workerKey } from "../protocol/worker.js";
-import type { MetricsScraper } from "../sources/metrics-scraper.js";
-import type { SubscriberPool } from "../sources/subscriber-pool.js";
+import type { FleetAddResult, FleetControl } from "./fleet-control.js";
 
 /** Periodic load scraping per worker rank (a `MetricsScraper`). */
 export type ScrapeControl = Pick<MetricsScraper, "add" | "remove">;

@@ -8,17 +8,17 @@ import { performance } from "node:perf_hooks";
 import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
 import type { KvrouterConfig } from "../config/types.js";
+import { Fleet } from "../fleet/fleet.js";
 import { buildApp } from "../http/build-app.js";
 import { RadixTreeIndex } from "../index/radix-tree.js";
 import type { PrefixIndex } from "../index/types.js";
+import { MetricsScraper } from "../ingest/metrics-scraper.js";
+import { SubscriberPool } from "../ingest/subscriber-pool.js";
 import { InFlightTracker } from "../load/in-flight.js";
 import { LoadTracker } from "../load/load-tracker.js";
 import { WorkerRegistry } from "../load/worker-registry.js";
 import { Router } from "../router.js";
-import { MetricsScraper } from "../sources/metrics-scraper.js";
-import { SubscriberPool } from "../sources/subscriber-pool.js";
 import type { Logger } from "../telemetry/logger.js";
-import { Fleet } from "./fleet.js";
 
 export interface ServiceOptions {
   readonly logger: Logger;

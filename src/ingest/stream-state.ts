@@ -4,9 +4,9 @@
  * `StreamState` snapshot on scrape and turns it into metrics.
  */
 
-import { REPLAY_FAILURE_REASONS, type ReplayFailureReason } from "./replay-client.js";
 import type { SkipCounts } from "../protocol/decode-error.js";
 import type { WorkerKey } from "../protocol/worker.js";
+import { REPLAY_FAILURE_REASONS, type ReplayFailureReason } from "../transport/replay-client.js";
 
 /**
  * The wire dialect of a stream. vLLM and SGLang share the envelope and tags but their
@@ -26,7 +26,6 @@ export type StreamFormat = "vllm" | "sglang" | "mooncake";
 export type ResetReason = "restart" | "unfilled_gap" | "startup_hole";
 
 export const RESET_REASONS: readonly ResetReason[] = ["restart", "unfilled_gap", "startup_hole"];
-
 
 /** A point-in-time view of one stream (plain data; `lastSeq` is a bigint, 64-bit unsigned). */
 export interface StreamState {

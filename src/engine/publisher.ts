@@ -11,8 +11,8 @@
 
 import { Publisher, Router } from "zeromq";
 import { type EncodeOptions, encodeEventBatch, type WireBatch } from "../protocol/event-encoder.js";
-import { endpointForRank } from "./endpoint.js";
-import { END_SEQ_FRAME, encodeSeq } from "./seq.js";
+import { endpointForRank } from "../transport/endpoint.js";
+import { END_SEQ_FRAME, encodeSeq } from "../transport/seq.js";
 
 /** Replay reply layouts: vLLM ≥ 0.26, older vLLM/SGLang, Mooncake's dev branch. */
 export type ReplayLayout = "new" | "old" | "mooncake-dev";

@@ -7,7 +7,7 @@
 
 import type { PrefixIndex } from "../index/types.js";
 import { type WorkerKey, workerKey } from "../protocol/worker.js";
-import { endpointForRank } from "./endpoint.js";
+import { endpointForRank } from "../transport/endpoint.js";
 import { KvEventSubscriber, type KvEventSubscriberDeps } from "./kv-event-subscriber.js";
 import type { StreamFormat, StreamState } from "./stream-state.js";
 

@@ -1,6 +1,6 @@
 /**
- * The logging surface the sources need. A structural subset of pino's `Logger`, so a
- * pino instance can be passed as is, while `src/sources` never imports pino (the
+ * The logging surface the I/O layers (ingest, transport, engine) need. A structural subset
+ * of pino's `Logger`, so a pino instance can be passed as is, while they never import pino (the
  * telemetry layer owns the logger factory). Tests pass a recording logger.
  */
 
@@ -8,7 +8,7 @@
 export type LogFn = (obj: Record<string, unknown>, msg?: string) => void;
 
 /** What a source logs through. A pino `Logger` satisfies it. */
-export interface SourceLogger {
+export interface LogSink {
   debug: LogFn;
   info: LogFn;
   warn: LogFn;
@@ -18,7 +18,7 @@ export interface SourceLogger {
 const ignore: LogFn = () => {};
 
 /** A logger that drops everything (the default when none is given). */
-export const noopLogger: SourceLogger = Object.freeze({
+export const noopLogger: LogSink = Object.freeze({
   debug: ignore,
   info: ignore,
   warn: ignore,
