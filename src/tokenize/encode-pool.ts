@@ -27,6 +27,12 @@ function startWorker(dir: string): Worker {
   return new Worker(code, { eval: true, workerData: { dir } });
 }
 
+export interface PoolState {
+  readonly started: number;
+  readonly ready: number;
+  readonly jobs: number;
+}
+
 interface Slot {
   readonly worker: Worker;
   ready: boolean;
@@ -44,6 +50,7 @@ export class EncodePool {
   readonly #slots: Slot[] = [];
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
+  #jobs = 0;
   #closed = false;
 
   constructor(dir: string, size: number) {
@@ -83,6 +90,7 @@ export class EncodePool {
     if (best === null) return null;
     const slot = best;
     const id = this.#nextId++;
+    this.#jobs++;
     slot.busy++;
     slot.worker.ref();
     return new Promise<Int32Array[]>((resolve, reject) => {
@@ -105,8 +113,12 @@ export class EncodePool {
     this.#slots.length = 0;
   }
 
-  /** Workers started, and how many are ready. */
-  state(): { started: number; ready: number } {
-    return { started: this.#slots.length, ready: this.#slots.filter((s) => s.ready).length };
+  /** Workers started, how many are ready, and jobs sent to them so far. */
+  state(): PoolState {
+    return {
+      started: this.#slots.length,
+      ready: this.#slots.filter((s) => s.ready).length,
+      jobs: this.#jobs,
+    };
   }
 }

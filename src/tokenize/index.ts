@@ -4,6 +4,7 @@
  */
 
 export { bundledQwen3Dir } from "./bundled-model.js";
+export type { PoolState } from "./encode-pool.js";
 export {
   DEFAULT_LOCAL_TOKENIZER_OPTIONS,
   type EncodeMode,

@@ -10,7 +10,7 @@
 
 import { basename } from "node:path";
 import { ChatRenderer } from "./chat-render.js";
-import { EncodePool } from "./encode-pool.js";
+import { EncodePool, type PoolState } from "./encode-pool.js";
 import { HfEncoder } from "./hf-encoder.js";
 import { loadModelFiles, type ModelFiles } from "./model-files.js";
 import { SegmentCache, type SegmentCacheStats } from "./segment-cache.js";
@@ -110,6 +110,11 @@ export class LocalTokenizer implements PromptTokenizer {
 
   decode(ids: readonly number[], skipSpecialTokens = false): string {
     return this.#encoder.decode(ids, skipSpecialTokens);
+  }
+
+  /** The worker pool's state (all zero without threads). */
+  poolState(): PoolState {
+    return this.#pool?.state() ?? { started: 0, ready: 0, jobs: 0 };
   }
 
   cacheStats(): SegmentCacheStats | null {
