@@ -22,7 +22,8 @@ export const CORPUS: readonly CorpusCase[] = JSON.parse(
   readFileSync(new URL("corpus.json", dir), "utf8"),
 );
 export const GOLDEN: ReadonlyMap<string, GoldenCase> = new Map(
-  (JSON.parse(readFileSync(new URL("golden.json", dir), "utf8")).cases as GoldenCase[]).map(
-    (c) => [c.name, c],
-  ),
+  (JSON.parse(readFileSync(new URL("golden.json", dir), "utf8")).cases as GoldenCase[]).map((c) => [
+    c.name,
+    c,
+  ]),
 );

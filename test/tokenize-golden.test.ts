@@ -31,13 +31,16 @@ describe("real Qwen3 tokenizer", () => {
     expect(whole.mode).toBe("whole");
   });
 
-  it.each(CORPUS.map((c) => [c.name, c] as const))("%s matches the engine's ids", async (name, c) => {
-    const golden = GOLDEN.get(name);
-    expect(golden, `golden.json lacks ${name}`).toBeDefined();
-    if (c.kind === "chat") expect(segmented.renderChat(c.request)).toBe(golden!.text);
-    expect((await run(segmented, c)).tokenIds).toEqual(golden!.ids);
-    expect((await run(whole, c)).tokenIds).toEqual(golden!.ids);
-  });
+  it.each(CORPUS.map((c) => [c.name, c] as const))(
+    "%s matches the engine's ids",
+    async (name, c) => {
+      const golden = GOLDEN.get(name);
+      expect(golden, `golden.json lacks ${name}`).toBeDefined();
+      if (c.kind === "chat") expect(segmented.renderChat(c.request)).toBe(golden!.text);
+      expect((await run(segmented, c)).tokenIds).toEqual(golden!.ids);
+      expect((await run(whole, c)).tokenIds).toEqual(golden!.ids);
+    },
+  );
 
   it("serves a continuing conversation's earlier segments from the cache, same ids", async () => {
     const chats = CORPUS.filter((c) => c.name.startsWith("chat-turn-"));
@@ -69,7 +72,8 @@ describe("real Qwen3 tokenizer", () => {
     };
     for (let i = 0; i < 200; i++) {
       let s = "";
-      for (let j = 0; j < 12; j++) s += rnd(3) === 0 ? marks[rnd(marks.length)] : bits[rnd(bits.length)];
+      for (let j = 0; j < 12; j++)
+        s += rnd(3) === 0 ? marks[rnd(marks.length)] : bits[rnd(bits.length)];
       const a = await segmented.tokenizeCompletion(s);
       const b = await whole.tokenizeCompletion(s);
       expect(a.tokenIds, JSON.stringify(s)).toEqual(b.tokenIds);
