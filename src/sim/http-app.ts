@@ -20,9 +20,19 @@ import {
 import type { SimClock } from "./timing.js";
 import type { SimTokenizer } from "./tokenizer.js";
 
+/** A real tokenizer (`--tokenizer DIR`): replaces the stand-in for prompts, chats and decoding. */
+export interface SimRealTokenizer {
+  /** Completion prompt ids, special tokens added as the engine adds them. */
+  completion(text: string): number[];
+  /** Chat request body → rendered and encoded prompt ids (throws SimHttpError on a bad request). */
+  chat(body: unknown): number[];
+  decode(ids: readonly number[]): string;
+}
+
 export interface SimAppDeps {
   readonly engine: SimEngine;
   readonly tokenizer: SimTokenizer;
+  readonly realTokenizer?: SimRealTokenizer | null;
   readonly metrics: SimMetrics;
   readonly clock: SimClock;
   readonly modelName: string;
@@ -41,6 +51,7 @@ function errorBody(status: number, message: string, param: string | null) {
 
 export function buildSimApp(deps: SimAppDeps): FastifyInstance {
   const { engine, tokenizer, metrics, clock, modelName } = deps;
+  const real = deps.realTokenizer ?? null;
   const app = Fastify({ logger: false, bodyLimit: deps.bodyLimit ?? 64 * 1024 * 1024 });
   let succeeded = 0;
 
@@ -62,7 +73,7 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
     }
   };
   const tokensOf = (p: PromptInput): number[] =>
-    p.kind === "text" ? tokenizer.encode(p.text) : p.tokens;
+    p.kind === "tokens" ? p.tokens : real ? real.completion(p.text) : tokenizer.encode(p.text);
 
   /** Submit to the engine and answer, streamed or whole. */
   const generate = (
@@ -113,7 +124,7 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
       {
         onToken: (token, index) => {
           if (index === 0) metrics.observeTtft((clock.now() - startedAt) / 1000);
-          const piece = tokenizer.decodeToken(token);
+          const piece = real ? real.decode([token]) : tokenizer.decodeToken(token);
           text += piece;
           if (streaming) write(chunk(piece, null, index === 0));
         },
@@ -203,7 +214,7 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
   app.post("/v1/chat/completions", async (req, reply) => {
     const r = parseChatRequest(req.body);
     checkModel(r.model);
-    const tokens = tokenizer.encode(tokenizer.renderChat(r.messages));
+    const tokens = real ? real.chat(req.body) : tokenizer.encode(tokenizer.renderChat(r.messages));
     return submitOr400(() => generate("chat", r, tokens, reply));
   });
 
@@ -211,9 +222,11 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
     const r = parseTokenizeRequest(req.body);
     checkModel(r.model);
     const tokens =
-      r.kind === "chat"
-        ? tokenizer.encode(tokenizer.renderChat(r.messages, r.addGenerationPrompt))
-        : tokensOf(r.prompt);
+      r.kind !== "chat"
+        ? tokensOf(r.prompt)
+        : real
+          ? real.chat(req.body)
+          : tokenizer.encode(tokenizer.renderChat(r.messages, r.addGenerationPrompt));
     return { count: tokens.length, max_model_len: deps.maxModelLen, tokens, token_strs: null };
   });
 
@@ -223,7 +236,7 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
     if (!Array.isArray(t) || !t.every((x) => Number.isInteger(x) && x >= 0)) {
       throw new SimHttpError(400, "'tokens' must be an array of non-negative integers", "tokens");
     }
-    return { prompt: tokenizer.decode(t as number[]) };
+    return { prompt: real ? real.decode(t as number[]) : tokenizer.decode(t as number[]) };
   });
 
   app.post("/reset_prefix_cache", async (_req, reply) => {

@@ -29,6 +29,8 @@ export interface SimWorkerConfig {
   readonly hashForm: "uint64" | "int64";
   /** Hash seed (random per process unless given). */
   readonly seed: number;
+  /** Model directory (tokenizer.json + tokenizer_config.json) for real tokenization; null = stand-in. */
+  readonly tokenizerDir: string | null;
 }
 
 export const SIM_USAGE = `usage: kvrouter sim-worker [options]
@@ -54,6 +56,8 @@ vLLM metric names, and vLLM's ZeroMQ KV events.
   --event-encoding <map|array>  event form: map (vLLM >= 0.24) or tagged arrays (default map)
   --hash-encoding <uint64|int64> hash ints as unsigned (vLLM >= 0.10.2) or signed (default uint64)
   --seed <n>                    block hash seed, 0..2^32-1 (default: random per process)
+  --tokenizer <dir>             real tokenizer: a model directory with tokenizer.json and
+                                tokenizer_config.json (default: the stand-in tokenizer)
   -h, --help                    this text
 `;
 
@@ -80,6 +84,7 @@ const OPTIONS = {
   "event-encoding": { type: "string" },
   "hash-encoding": { type: "string" },
   seed: { type: "string" },
+  tokenizer: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -132,6 +137,12 @@ function oneOf<T extends string>(
     throw new SimConfigError(`--${flag} must be one of ${values.join(", ")}, got '${raw}'`);
   }
   return raw as T;
+}
+
+function tokenizerDirOf(raw: string | undefined): string | null {
+  if (raw === undefined) return null;
+  if (raw.trim() === "") throw new SimConfigError("--tokenizer must name a model directory");
+  return raw;
 }
 
 /** Parse argv; returns "help" when help was asked for. Throws `SimConfigError`. */
@@ -202,5 +213,6 @@ export function parseSimArgs(argv: readonly string[]): SimWorkerConfig | "help" 
     eventForm: oneOf("event-encoding", v["event-encoding"], ["map", "array"] as const, "map"),
     hashForm: oneOf("hash-encoding", v["hash-encoding"], ["uint64", "int64"] as const, "uint64"),
     seed: int("seed", v.seed, randomInt(0, 2 ** 32 - 1), 0, 2 ** 32 - 1),
+    tokenizerDir: tokenizerDirOf(v.tokenizer),
   });
 }

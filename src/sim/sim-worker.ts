@@ -9,6 +9,7 @@ import { EnginePublisher } from "../engine/publisher.js";
 import { SimEngine } from "./engine.js";
 import { buildSimApp } from "./http-app.js";
 import { SimMetrics } from "./metrics.js";
+import { loadRealTokenizer } from "./real-tokenizer.js";
 import type { SimWorkerConfig } from "./sim-config.js";
 import { TextGenerator } from "./text-generator.js";
 import { realClock, type SimClock } from "./timing.js";
@@ -51,7 +52,14 @@ export async function startSimWorker(
   }
   const pub = publisher;
   const tokenizer = new SimTokenizer();
-  const generator = new TextGenerator(tokenizer);
+  let real: Awaited<ReturnType<typeof loadRealTokenizer>> | null = null;
+  try {
+    real = config.tokenizerDir === null ? null : await loadRealTokenizer(config.tokenizerDir);
+  } catch (err) {
+    await publisher?.close();
+    throw err;
+  }
+  const generator = new TextGenerator(real ?? tokenizer);
   const engine = new SimEngine(
     {
       prefillTokensPerSec: config.prefillTokensPerSec,
@@ -74,6 +82,7 @@ export async function startSimWorker(
   const app = buildSimApp({
     engine,
     tokenizer,
+    realTokenizer: real,
     metrics,
     clock,
     modelName: config.model,
@@ -87,6 +96,7 @@ export async function startSimWorker(
     });
   } catch (err) {
     await publisher?.close();
+    await real?.close();
     throw err;
   }
   let closing: Promise<void> | null = null;
@@ -103,6 +113,7 @@ export async function startSimWorker(
         engine.close();
         await app.close();
         await publisher?.close();
+        await real?.close();
       })();
       return closing;
     },

@@ -20,7 +20,7 @@ const WORDS = (
 export class TextGenerator {
   readonly #ids: number[];
 
-  constructor(tokenizer: SimTokenizer) {
+  constructor(tokenizer: Pick<SimTokenizer, "idOf">) {
     this.#ids = WORDS.map((w) => tokenizer.idOf(w));
   }
 

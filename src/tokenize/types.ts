@@ -1,0 +1,61 @@
+/**
+ * The gateway's tokenization contract: what a prompt tokenizer takes (an OpenAI request as
+ * the client sent it) and returns (the token ids the engine will prefill), plus the closed
+ * set of errors it raises. Local (`LocalTokenizer`) and remote (`RemoteTokenizer`)
+ * implementations are interchangeable behind `PromptTokenizer`.
+ */
+
+export interface TokenizeResult {
+  readonly tokenIds: readonly number[];
+  /** Segments served from the segment cache (local tokenizer only). */
+  readonly cachedSegments?: number;
+}
+
+export interface ChatRequestLike {
+  /** OpenAI messages as the client sent them. */
+  readonly messages: readonly unknown[];
+  readonly tools?: readonly unknown[];
+  readonly chat_template_kwargs?: Readonly<Record<string, unknown>>;
+  /** Default true (vLLM). */
+  readonly add_generation_prompt?: boolean;
+  /** vLLM; default false. */
+  readonly continue_final_message?: boolean;
+  readonly documents?: readonly unknown[];
+}
+
+export interface PromptTokenizer {
+  readonly model: string;
+  /** /v1/completions prompt text (vLLM adds special tokens = BOS when the tokenizer config says so). */
+  tokenizeCompletion(prompt: string): Promise<TokenizeResult>;
+  /** /v1/chat/completions: render the chat template as vLLM's OpenAI server does, then encode with add_special_tokens=false. */
+  tokenizeChat(request: ChatRequestLike): Promise<TokenizeResult>;
+  close(): Promise<void>;
+}
+
+/** Stable codes a caller can count by (`kvrouter_tokenize_errors_total{code}`). */
+export type TokenizeErrorCode =
+  /** A model directory's file is missing, not JSON, or lacks/has a bad key. */
+  | "model_files"
+  /** The request cannot be rendered: bad messages, template error, bad kwargs. */
+  | "bad_request"
+  /** The remote worker did not answer in time. */
+  | "timeout"
+  /** The remote worker could not be reached. */
+  | "unreachable"
+  /** The remote worker answered with a non-2xx status. */
+  | "http_status"
+  /** The remote worker's answer has no usable `tokens`. */
+  | "bad_response"
+  /** The tokenizer was closed. */
+  | "closed";
+
+export class TokenizeError extends Error {
+  override readonly name = "TokenizeError";
+  constructor(
+    readonly code: TokenizeErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
