@@ -5,6 +5,8 @@
  * loaded only when asked for, so `kvrouter serve` never loads the simulator.
  */
 
+import { exitWithParent } from "./lifetime.js";
+
 type SubMain = (argv: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, { describe: string; load: () => Promise<{ main: SubMain }> }> = {
@@ -39,6 +41,8 @@ async function run(argv: string[]): Promise<number> {
     process.stderr.write(`kvrouter: unknown command '${name}'\n\n${usage()}`);
     return 2;
   }
+  // Whoever started us (a shell, npm, the demo) going away means stop, even without a signal.
+  exitWithParent();
   const mod = await command.load();
   return mod.main(rest);
 }

@@ -1,11 +1,12 @@
 /**
  * `kvrouter serve`: load and validate the configuration (failing loudly, naming every bad
- * key), build the service, listen, and on SIGTERM/SIGINT stop accepting, close every
+ * key), build the service, listen, and on SIGTERM/SIGINT/SIGHUP stop accepting, close every
  * socket (HTTP, event subscribers, scrapers) and return 0.
  */
 
 import { stringify as toYaml } from "yaml";
 import { formatIssues, loadConfig, redactConfig } from "../config/index.js";
+import { STOP_SIGNALS } from "../lifetime.js";
 import { createLogger } from "../telemetry/logger.js";
 import { createService } from "./service.js";
 
@@ -50,7 +51,7 @@ export async function main(argv: string[]): Promise<number> {
     logger.fatal({ err }, "cannot start the service");
     return 1;
   }
-  const stop = waitForSignal(["SIGTERM", "SIGINT"]);
+  const stop = waitForSignal(STOP_SIGNALS);
   try {
     await service.app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {

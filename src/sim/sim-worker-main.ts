@@ -1,8 +1,10 @@
 /**
- * `kvrouter sim-worker`: run one simulated vLLM engine until SIGTERM/SIGINT, then close
+ * `kvrouter sim-worker`: run one simulated vLLM engine until SIGTERM/SIGINT/SIGHUP (or its parent
+ * process ends), then close
  * its sockets and exit 0. Options: see `SIM_USAGE` (`--help`).
  */
 
+import { STOP_SIGNALS } from "../lifetime.js";
 import { parseSimArgs, SIM_USAGE, SimConfigError } from "./sim-config.js";
 import { startSimWorker } from "./sim-worker.js";
 
@@ -25,8 +27,7 @@ export async function main(argv: string[]): Promise<number> {
   const stopped = new Promise<void>((resolve) => {
     stop = resolve;
   });
-  process.on("SIGTERM", stop);
-  process.on("SIGINT", stop);
+  for (const s of STOP_SIGNALS) process.on(s, stop);
   try {
     const worker = await startSimWorker(config);
     process.stdout.write(
@@ -44,8 +45,7 @@ export async function main(argv: string[]): Promise<number> {
     await stopped;
     await worker.close();
   } finally {
-    process.off("SIGTERM", stop);
-    process.off("SIGINT", stop);
+    for (const s of STOP_SIGNALS) process.off(s, stop);
   }
   return 0;
 }
