@@ -5,6 +5,7 @@
  * loaded only when asked for, so `kvrouter serve` never loads the simulator.
  */
 
+import { readFileSync } from "node:fs";
 import { exitWithParent } from "./lifetime.js";
 
 type SubMain = (argv: string[]) => Promise<number>;
@@ -25,9 +26,17 @@ const COMMANDS: Record<string, { describe: string; load: () => Promise<{ main: S
   },
 };
 
+/** The package version, from the package.json beside `src/` or `dist/`. */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+    version?: string;
+  };
+  return pkg.version ?? "unknown";
+}
+
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(12)} ${c.describe}`);
-  return `usage: kvrouter <command> [options]\n\ncommands:\n${lines.join("\n")}\n\nkvrouter <command> --help for a command's options\n`;
+  return `usage: kvrouter <command> [options]\n\ncommands:\n${lines.join("\n")}\n\nkvrouter <command> --help for a command's options; kvrouter --version\n`;
 }
 
 async function run(argv: string[]): Promise<number> {
@@ -35,6 +44,10 @@ async function run(argv: string[]): Promise<number> {
   if (name === undefined || name === "--help" || name === "-h") {
     process.stdout.write(usage());
     return name === undefined ? 2 : 0;
+  }
+  if (name === "--version" || name === "-V") {
+    process.stdout.write(`kvrouter ${version()}\n`);
+    return 0;
   }
   const command = COMMANDS[name];
   if (command === undefined) {

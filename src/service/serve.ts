@@ -38,6 +38,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const { config, file } = outcome;
   if (outcome.check) {
+    for (const w of outcome.warnings) process.stderr.write(`kvrouter: warning: ${w}\n`);
     process.stdout.write(`# effective configuration (from ${file ?? "defaults"})\n`);
     process.stdout.write(toYaml(redactConfig(config)));
     return 0;
@@ -55,7 +56,13 @@ export async function main(argv: string[]): Promise<number> {
   try {
     await service.app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {
-    logger.fatal({ err, host: config.server.host, port: config.server.port }, "cannot listen");
+    const { host, port } = config.server;
+    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+      logger.fatal(
+        { host, port, setting: "server.port" },
+        `cannot listen: port ${port} (server.port) on ${host} is already in use; stop the process holding it or choose another port`,
+      );
+    } else logger.fatal({ err, host, port }, "cannot listen");
     await service.close();
     return 1;
   }

@@ -6,7 +6,7 @@
 
 import { STOP_SIGNALS } from "../lifetime.js";
 import { parseSimArgs, SIM_USAGE, SimConfigError } from "./sim-config.js";
-import { startSimWorker } from "./sim-worker.js";
+import { PortInUseError, startSimWorker } from "./sim-worker.js";
 
 export async function main(argv: string[]): Promise<number> {
   let config: ReturnType<typeof parseSimArgs>;
@@ -29,7 +29,14 @@ export async function main(argv: string[]): Promise<number> {
   });
   for (const s of STOP_SIGNALS) process.on(s, stop);
   try {
-    const worker = await startSimWorker(config);
+    let worker: Awaited<ReturnType<typeof startSimWorker>>;
+    try {
+      worker = await startSimWorker(config);
+    } catch (err) {
+      if (!(err instanceof PortInUseError)) throw err;
+      process.stderr.write(`kvrouter sim-worker: ${err.message}\n`);
+      return 1;
+    }
     process.stdout.write(
       `${JSON.stringify({
         msg: "sim-worker listening",
