@@ -40,6 +40,7 @@ describe("loadConfig", () => {
       authToken: null,
       maxPromptTokens: 262_144,
       maxTokenId: 16_777_215,
+      onAllStale: "route",
     });
     expect(c.index.blockSize).toBe(16);
     expect(c.scheduler).toEqual(DEFAULT_SCHEDULER_CONFIG);
