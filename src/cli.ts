@@ -12,6 +12,10 @@ type SubMain = (argv: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, { describe: string; load: () => Promise<{ main: SubMain }> }> = {
   serve: { describe: "run the router service", load: () => import("./service/serve.js") },
+  healthcheck: {
+    describe: "exit 0 when the configured router answers /healthz (the image's HEALTHCHECK)",
+    load: () => import("./service/healthcheck.js"),
+  },
   "sim-worker": {
     describe: "run one simulated vLLM worker (no GPU)",
     load: () => import("./sim/sim-worker-main.js"),

@@ -4,7 +4,8 @@
  * COPYs into a temp dir, `npm ci` (replaced by a symlink to the installed node_modules —
  * the only step not run for real), a real `npm run build`, the runtime stage's COPYs
  * (including `COPY --from=build`), and the ENTRYPOINT/CMD with the image's ENV: the
- * router must answer /healthz, the image's own HEALTHCHECK command must pass against it,
+ * router must answer /healthz, the image's own HEALTHCHECK command must pass against it
+ * (finding the port from the router's configuration),
  * the same image must run `sim-worker`, and both must exit 0 on SIGTERM. The compose
  * file and its router config are checked against the real config loader.
  */
@@ -56,12 +57,18 @@ function parseDockerfile(text: string): Stage[] {
     pending = "";
   }
   const stages: Stage[] = [];
+  /** `ARG NAME=default` before the first FROM: usable in FROM lines, with its default. */
+  const globalArgs: Record<string, string> = {};
   for (const line of lines) {
     const m = /^(\S+)\s*(.*)$/.exec(line)!;
     const keyword = m[1]!.toUpperCase();
     const args = m[2]!;
-    if (keyword === "FROM") {
-      const f = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(args)!;
+    if (keyword === "ARG" && stages.length === 0) {
+      const a = /^(\w+)(?:=(\S*))?$/.exec(args)!;
+      globalArgs[a[1]!] = a[2] ?? "";
+    } else if (keyword === "FROM") {
+      const expanded = args.replace(/\$\{(\w+)\}/g, (_, k: string) => globalArgs[k] ?? "");
+      const f = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(expanded)!;
       stages.push({ from: f[1]!, name: f[2] ?? null, steps: [] });
     } else {
       if (stages.length === 0) throw new Error(`${keyword} before FROM`);
@@ -127,8 +134,9 @@ describe("Dockerfile structure", () => {
     expect(one(runtime, "EXPOSE").args.split(/\s+/)).toContain("8080");
     const hc = one(runtime, "HEALTHCHECK").args;
     const cmd = JSON.parse(hc.slice(hc.indexOf("CMD") + 3).trim()) as string[];
-    expect(cmd[0]).toBe("node");
-    expect(envOf(runtime).HEALTHCHECK_URL).toBe("http://127.0.0.1:8080/healthz");
+    // The probe reads the router's configuration: no port baked into the image.
+    expect(cmd).toEqual(["node", "dist/cli.js", "healthcheck"]);
+    expect(envOf(runtime).HEALTHCHECK_URL).toBeUndefined();
     expect(JSON.parse(one(runtime, "ENTRYPOINT").args)).toEqual(["node", "dist/cli.js"]);
     expect(JSON.parse(one(runtime, "CMD").args)).toEqual(["serve"]);
     expect(envOf(runtime).KVROUTER_CONFIG).toBe("/etc/kvrouter/config.yaml");
@@ -353,9 +361,10 @@ describe("install → build → start, as the image does", () => {
     const port = (JSON.parse(await router.line) as { address: { port: number } }).address.port;
     const health = await fetch(`http://127.0.0.1:${port}/healthz`);
     expect(health.status).toBe(200);
+    // The router's port reaches the check as it would in a container: KVROUTER_SERVER_PORT.
     const check = await run(process.execPath, hcArgs, {
       cwd: appDir,
-      env: { ...env, HEALTHCHECK_URL: `http://127.0.0.1:${port}/healthz` },
+      env: { ...env, KVROUTER_SERVER_PORT: String(port) },
     });
     expect(check.code, check.out).toBe(0);
 
