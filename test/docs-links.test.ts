@@ -35,7 +35,7 @@ const ignored = readFileSync(join(ROOT, ".gitignore"), "utf8")
   .filter((l) => l !== "" && !l.startsWith("#"));
 
 /** Repository paths named in backticks: `src/x.ts`, `docs/y.md#anchor`, `config/a.yaml:ro`. */
-export function namedPaths(text: string): string[] {
+function namedPaths(text: string): string[] {
   const out: string[] = [];
   for (const m of text.matchAll(/`([^`\n]+)`/g)) {
     for (const w of m[1]!.split(/[\s,;()]+/)) {

@@ -40,8 +40,9 @@ export async function main(argv: string[]): Promise<number> {
     if (res.ok) return 0;
     process.stderr.write(`kvrouter healthcheck: ${url}: HTTP ${res.status}\n`);
   } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause?.code;
-    process.stderr.write(`kvrouter healthcheck: ${url}: ${cause ?? String(err)}\n`);
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    const why = cause?.code ?? (cause?.message || String(err));
+    process.stderr.write(`kvrouter healthcheck: ${url}: ${why}\n`);
   }
   return 1;
 }
