@@ -9,9 +9,16 @@
 # Configuration: the YAML file named by KVROUTER_CONFIG (/etc/kvrouter/config.yaml; the
 # image ships config/default.yaml there, mount your own over it) and KVROUTER_* variables,
 # which take precedence over the file (see docs/configuration.md).
+#
+# Node: kvrouter supports 20.19+ (package.json engines). The default base stays on 20, the
+# version this image is built and smoke-tested with; Node 20 is out of maintenance since
+# April 2026, so for production build on a maintained LTS line:
+#   docker build --build-arg NODE_VERSION=22 -t kvrouter .      (or 24)
+# With podman/buildah add `--format docker`: the default OCI format drops HEALTHCHECK.
+ARG NODE_VERSION=20
 
 # ---- build: dev dependencies, TypeScript → dist/ ----
-FROM node:20-bookworm-slim AS build
+FROM node:${NODE_VERSION}-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -20,7 +27,7 @@ COPY src ./src
 RUN npm run build
 
 # ---- runtime: production dependencies and the compiled code only ----
-FROM node:20-bookworm-slim AS runtime
+FROM node:${NODE_VERSION}-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -33,13 +40,14 @@ COPY traces ./traces
 COPY config/default.yaml /etc/kvrouter/config.yaml
 # Inside a container the router must listen on all interfaces to be reachable.
 ENV KVROUTER_CONFIG=/etc/kvrouter/config.yaml \
-    KVROUTER_SERVER_HOST=0.0.0.0 \
-    HEALTHCHECK_URL=http://127.0.0.1:8080/healthz
+    KVROUTER_SERVER_HOST=0.0.0.0
 USER node
 EXPOSE 8080
-# Node itself does the check (slim images have no curl). sim-worker containers set
-# HEALTHCHECK_URL to their /health.
+# `kvrouter healthcheck` reads the router's configuration (the file, KVROUTER_*), so the
+# probe follows KVROUTER_SERVER_PORT or server.port; a port given only as a `--port` flag
+# of `serve` is not seen (use the variable or the file). sim-worker containers set
+# HEALTHCHECK_URL to their /health instead. Node does the request (slim images have no curl).
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
-  CMD ["node", "-e", "fetch(process.env.HEALTHCHECK_URL,{signal:AbortSignal.timeout(2500)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+  CMD ["node", "dist/cli.js", "healthcheck"]
 ENTRYPOINT ["node", "dist/cli.js"]
 CMD ["serve"]

@@ -4,7 +4,8 @@
  * COPYs into a temp dir, `npm ci` (replaced by a symlink to the installed node_modules —
  * the only step not run for real), a real `npm run build`, the runtime stage's COPYs
  * (including `COPY --from=build`), and the ENTRYPOINT/CMD with the image's ENV: the
- * router must answer /healthz, the image's own HEALTHCHECK command must pass against it,
+ * router must answer /healthz, the image's own HEALTHCHECK command must pass against it
+ * (finding the port from the router's configuration),
  * the same image must run `sim-worker`, and both must exit 0 on SIGTERM. The compose
  * file and its router config are checked against the real config loader.
  */
@@ -56,12 +57,18 @@ function parseDockerfile(text: string): Stage[] {
     pending = "";
   }
   const stages: Stage[] = [];
+  /** `ARG NAME=default` before the first FROM: usable in FROM lines, with its default. */
+  const globalArgs: Record<string, string> = {};
   for (const line of lines) {
     const m = /^(\S+)\s*(.*)$/.exec(line)!;
     const keyword = m[1]!.toUpperCase();
     const args = m[2]!;
-    if (keyword === "FROM") {
-      const f = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(args)!;
+    if (keyword === "ARG" && stages.length === 0) {
+      const a = /^(\w+)(?:=(\S*))?$/.exec(args)!;
+      globalArgs[a[1]!] = a[2] ?? "";
+    } else if (keyword === "FROM") {
+      const expanded = args.replace(/\$\{(\w+)\}/g, (_, k: string) => globalArgs[k] ?? "");
+      const f = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(expanded)!;
       stages.push({ from: f[1]!, name: f[2] ?? null, steps: [] });
     } else {
       if (stages.length === 0) throw new Error(`${keyword} before FROM`);
@@ -127,8 +134,9 @@ describe("Dockerfile structure", () => {
     expect(one(runtime, "EXPOSE").args.split(/\s+/)).toContain("8080");
     const hc = one(runtime, "HEALTHCHECK").args;
     const cmd = JSON.parse(hc.slice(hc.indexOf("CMD") + 3).trim()) as string[];
-    expect(cmd[0]).toBe("node");
-    expect(envOf(runtime).HEALTHCHECK_URL).toBe("http://127.0.0.1:8080/healthz");
+    // The probe reads the router's configuration: no port baked into the image.
+    expect(cmd).toEqual(["node", "dist/cli.js", "healthcheck"]);
+    expect(envOf(runtime).HEALTHCHECK_URL).toBeUndefined();
     expect(JSON.parse(one(runtime, "ENTRYPOINT").args)).toEqual(["node", "dist/cli.js"]);
     expect(JSON.parse(one(runtime, "CMD").args)).toEqual(["serve"]);
     expect(envOf(runtime).KVROUTER_CONFIG).toBe("/etc/kvrouter/config.yaml");
@@ -185,21 +193,83 @@ describe("Dockerfile structure", () => {
     const loaded = loadConfig({ argv: ["--config", join(ROOT, "config/compose.yaml")], env: {} });
     if (loaded.kind !== "ok") throw new Error(`config/compose.yaml: ${JSON.stringify(loaded)}`);
     expect(loaded.config.server.host).toBe("0.0.0.0");
+    // The workers share the router's network namespace: the URL /v1/route returns
+    // (http://localhost:PORT) is the router's view and, through the router's published
+    // ports, the host's.
+    const published = (services.router!.ports as string[]).flatMap((p) => {
+      const [from, to] = p.split(":")[0]!.split("-").map(Number);
+      return Array.from({ length: (to ?? from!) - from! + 1 }, (_, i) => from! + i);
+    });
     for (const name of ["sim-0", "sim-1", "sim-2"]) {
       const args = (services[name]!.command as string[]).join(" ");
       expect(services[name]!.image).toBe(services.router!.image);
+      expect(services[name]!.network_mode).toBe("service:router");
       expect(args).toMatch(/^sim-worker /);
       const flag = (f: string) => new RegExp(`--${f}=(\\S+)`).exec(args)?.[1];
       const w = loaded.config.workers.find((x) => x.id === name)!;
-      expect(w.url).toBe(`http://${name}:${flag("port")}`);
-      expect(w.eventsEndpoint).toBe(`tcp://${name}:${flag("events-port")}`);
-      expect(w.replayEndpoint).toBe(`tcp://${name}:${flag("replay-port")}`);
+      expect(w.url).toBe(`http://localhost:${flag("port")}`);
+      expect(published).toContain(Number(flag("port")));
+      expect(w.eventsEndpoint).toBe(`tcp://127.0.0.1:${flag("events-port")}`);
+      expect(w.replayEndpoint).toBe(`tcp://127.0.0.1:${flag("replay-port")}`);
       expect(w.topic).toBe(flag("topic"));
       expect(w.blockSize).toBe(Number(flag("block-size")));
       expect(services[name]!.environment).toEqual({
         HEALTHCHECK_URL: `http://127.0.0.1:${flag("port")}/health`,
       });
     }
+  });
+
+  it("has a commented vLLM service whose flags match the commented worker beside it", () => {
+    /** The lines of a commented-out block, uncommented (from its first line to a blank). */
+    const uncomment = (text: string, first: string): string => {
+      const lines = text.split("\n");
+      const start = lines.findIndex((l) => l.trimStart().startsWith(`# ${first}`));
+      expect(start, first).toBeGreaterThan(0);
+      const block: string[] = [];
+      for (const l of lines.slice(start)) {
+        const m = /^(\s*)# ?(.*)$/.exec(l);
+        if (m === null) break;
+        block.push(m[1]! + m[2]!);
+      }
+      return block.join("\n");
+    };
+    const composeText = readFileSync(join(ROOT, "docker-compose.yml"), "utf8");
+    const vllm = (parseYaml(uncomment(composeText, "vllm:")) as { vllm: Record<string, unknown> })
+      .vllm;
+    expect(vllm.image).toMatch(/^vllm\/vllm-openai:/);
+    const command = vllm.command as string[];
+    const arg = (name: string) =>
+      command.find((c) => c === `--${name}` || c.startsWith(`--${name}=`))?.split(/=(.*)/s)[1];
+    expect(command).toContain("--enable-prompt-tokens-details");
+    expect(arg("api-key")).toBeTruthy();
+    const devices = (vllm.deploy as { resources: { reservations: { devices: unknown[] } } })
+      .resources.reservations.devices;
+    expect(devices).toEqual([{ driver: "nvidia", count: 1, capabilities: ["gpu"] }]);
+    // KVEventsConfig's fields (vllm/config/kv_events.py).
+    const kv = JSON.parse(arg("kv-events-config")!) as Record<string, unknown>;
+    expect(Object.keys(kv).sort()).toEqual(
+      ["enable_kv_cache_events", "endpoint", "publisher", "replay_endpoint", "topic"].sort(),
+    );
+    expect(kv).toMatchObject({ enable_kv_cache_events: true, publisher: "zmq" });
+
+    const configText = readFileSync(join(ROOT, "config/compose.yaml"), "utf8");
+    const entry = (
+      parseYaml(uncomment(configText, "- id: vllm-0")) as Record<string, unknown>[]
+    )[0]!;
+    const withVllm = loadConfig({
+      argv: ["--config", join(ROOT, "config/compose.yaml")],
+      env: { KVROUTER_WORKERS: JSON.stringify([entry]) },
+    });
+    if (withVllm.kind !== "ok") throw new Error(JSON.stringify(withVllm));
+    const w = withVllm.config.workers[0]!;
+    const port = (endpoint: unknown) => String(endpoint).split(":").at(-1);
+    expect(w.url).toBe(`http://localhost:${arg("port")}`);
+    expect(port(w.eventsEndpoint)).toBe(port(kv.endpoint));
+    expect(port(w.replayEndpoint)).toBe(port(kv.replay_endpoint));
+    expect(w.topic).toBe(kv.topic);
+    expect(w.model).toBe(arg("model"));
+    expect(w.blockSize).toBe(Number(arg("block-size")));
+    expect(withVllm.config.index.blockSize).toBe(Number(arg("block-size")));
   });
 });
 
@@ -353,9 +423,10 @@ describe("install → build → start, as the image does", () => {
     const port = (JSON.parse(await router.line) as { address: { port: number } }).address.port;
     const health = await fetch(`http://127.0.0.1:${port}/healthz`);
     expect(health.status).toBe(200);
+    // The router's port reaches the check as it would in a container: KVROUTER_SERVER_PORT.
     const check = await run(process.execPath, hcArgs, {
       cwd: appDir,
-      env: { ...env, HEALTHCHECK_URL: `http://127.0.0.1:${port}/healthz` },
+      env: { ...env, KVROUTER_SERVER_PORT: String(port) },
     });
     expect(check.code, check.out).toBe(0);
 

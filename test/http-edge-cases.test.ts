@@ -227,7 +227,7 @@ describe("malformed requests", () => {
     });
     const put = await s.app.inject({ method: "PUT", url: "/v1/workers/w0?x=1" });
     expect(put.statusCode).toBe(405);
-    expect(put.headers.allow).toBe("DELETE");
+    expect(put.headers.allow).toBe("DELETE, GET, HEAD");
     const postLoad = await s.app.inject({ method: "POST", url: "/v1/workers/w0/load" });
     expect(postLoad.headers.allow).toBe("PUT");
     const workersList = await s.app.inject({ method: "DELETE", url: "/v1/workers" });

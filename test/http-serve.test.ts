@@ -5,11 +5,11 @@
  */
 
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 
 const TSX = join(process.cwd(), "node_modules", ".bin", "tsx");
 
@@ -27,8 +27,14 @@ function exitCode(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => child.once("exit", (code) => resolve(code)));
 }
 
+const tempDirs: string[] = [];
+afterAll(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
 function configFile(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), "kvrouter-serve-"));
+  tempDirs.push(dir);
   const file = join(dir, "config.yaml");
   writeFileSync(file, text);
   return file;

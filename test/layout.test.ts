@@ -31,13 +31,14 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   ],
   service: [
     ...["config", "fleet", "protocol", "index", "load", "scheduler", "router.ts", "ingest"],
-    ...["transport", "telemetry", "http", "util", "yaml", "fastify", "prom-client"],
+    ...["transport", "telemetry", "http", "util", "lifetime.ts", "yaml", "fastify", "prom-client"],
   ],
   tokenize: ["util"],
-  sim: ["protocol", "engine", "transport", "tokenize", "util", "fastify", "zeromq"],
+  sim: ["protocol", "engine", "transport", "tokenize", "util", "lifetime.ts", "fastify", "zeromq"],
   replay: ["protocol", "index", "load", "scheduler", "router.ts", "config", "sim", "util"],
-  demo: ["sim", "util", "yaml"],
-  "cli.ts": ["service", "sim", "replay", "demo", "config"],
+  demo: ["sim", "util", "lifetime.ts", "yaml"],
+  "lifetime.ts": [],
+  "cli.ts": ["service", "sim", "replay", "demo", "config", "lifetime.ts"],
 };
 
 /** Frameworks the rules above talk about; other packages (node:*, small libraries) pass. */

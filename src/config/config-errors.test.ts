@@ -39,8 +39,14 @@ describe("config validation names the key and the bad value", () => {
       "load.scrapeTimeoutMs: must not exceed load.scrapeIntervalMs (100), got 200",
     ],
     ["server: 8080\n", "server: must be a mapping, got 8080"],
-    ["sever:\n  port: 1\n", "sever: unknown key"],
-    ["server:\n  prot: 1\n", "server.prot: unknown key"],
+    ["sever:\n  port: 1\n", "sever: unknown key; did you mean `server`?"],
+    ["server:\n  prot: 1\n", "server.prot: unknown key; did you mean `port`?"],
+    ["server:\n  bodyLimit: 1\n", "server.bodyLimit: unknown key; did you mean `bodyLimitBytes`?"],
+    ["server:\n  colour: 1\n", "server.colour: unknown key"],
+    [
+      "scheduler:\n  temprature: 1\n",
+      "scheduler.temprature: unknown key; did you mean `temperature`?",
+    ],
     [
       "scheduler:\n  temperature: -1\n",
       "scheduler.temperature: must be a finite number ≥ 0, got -1",
@@ -191,7 +197,7 @@ describe("config validation names the key and the bad value", () => {
       "load.staleAfterMs (from --set load.staleAfterMs): must be an integer in [1, 86400000], got 0",
     ]);
     expect(problems(null, { argv: ["--prot", "1"] })[0]).toBe(
-      "--prot: unknown option (see --help)",
+      "--prot: unknown option; did you mean `--port`? (see --help)",
     );
     expect(problems(null, { argv: ["--port"] })[0]).toBe("--port: needs a value");
     expect(problems(null, { argv: ["--set", "server.nope=1"] })[0]).toMatch(
@@ -210,7 +216,7 @@ describe("config validation names the key and the bad value", () => {
   it("warns about, but accepts, unknown KVROUTER_ variables", () => {
     const outcome = loadConfig({ argv: [], env: { KVROUTER_SERVR_PORT: "1" }, defaultFile: null });
     expect(outcome.kind === "ok" && outcome.warnings).toEqual([
-      "ignoring unknown environment variable KVROUTER_SERVR_PORT",
+      "ignoring unknown environment variable KVROUTER_SERVR_PORT; did you mean KVROUTER_SERVER_PORT?",
     ]);
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -40,6 +40,7 @@ describe("loadConfig", () => {
       authToken: null,
       maxPromptTokens: 262_144,
       maxTokenId: 16_777_215,
+      onAllStale: "route",
     });
     expect(c.index.blockSize).toBe(16);
     expect(c.scheduler).toEqual(DEFAULT_SCHEDULER_CONFIG);
@@ -70,16 +71,21 @@ describe("loadConfig", () => {
 
   it("reads a real YAML file given with --config, and JSON too", () => {
     const dir = mkdtempSync(join(tmpdir(), "kvrouter-config-"));
-    const yamlFile = join(dir, "c.yaml");
-    writeFileSync(
-      yamlFile,
-      "server:\n  port: 9001\nworkers:\n  - id: a\n    url: http://127.0.0.1:1\n",
-    );
-    const jsonFile = join(dir, "c.json");
-    writeFileSync(jsonFile, JSON.stringify({ server: { port: 9002 }, workers: [WORKER] }));
-    expect(ok(loadConfig({ argv: ["--config", yamlFile], env: {} })).server.port).toBe(9001);
-    expect(ok(loadConfig({ argv: [`--config=${jsonFile}`], env: {} })).server.port).toBe(9002);
-    expect(ok(loadConfig({ argv: [], env: { KVROUTER_CONFIG: jsonFile } })).server.port).toBe(9002);
+    try {
+      const yamlFile = join(dir, "c.yaml");
+      writeFileSync(
+        yamlFile,
+        "server:\n  port: 9001\nworkers:\n  - id: a\n    url: http://127.0.0.1:1\n",
+      );
+      const jsonFile = join(dir, "c.json");
+      writeFileSync(jsonFile, JSON.stringify({ server: { port: 9002 }, workers: [WORKER] }));
+      expect(ok(loadConfig({ argv: ["--config", yamlFile], env: {} })).server.port).toBe(9001);
+      expect(ok(loadConfig({ argv: [`--config=${jsonFile}`], env: {} })).server.port).toBe(9002);
+      const fromEnv = loadConfig({ argv: [], env: { KVROUTER_CONFIG: jsonFile } });
+      expect(ok(fromEnv).server.port).toBe(9002);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("fills worker defaults", () => {

@@ -4,7 +4,7 @@
  * the validation all derive from this table, so adding a setting is one line.
  */
 
-import { LOG_LEVELS } from "./types.js";
+import { LOG_LEVELS, ON_ALL_STALE } from "./types.js";
 
 export type FieldSpec =
   | {
@@ -63,6 +63,12 @@ export const FIELDS = {
       max: 2 ** 31 - 1,
       default: 16_777_215,
       doc: "largest accepted token id",
+    },
+    onAllStale: {
+      kind: "enum",
+      values: ON_ALL_STALE,
+      default: "route",
+      doc: "/v1/route when every candidate's load is stale: route (flagged all_stale) or reject (503)",
     },
   },
   index: {

@@ -5,7 +5,7 @@
  */
 
 import { envNameOf, type FieldSpec, fieldPaths, SCHEDULER_PATHS } from "./fields.js";
-import type { ConfigIssue } from "./issues.js";
+import { type ConfigIssue, closest, unknownKey } from "./issues.js";
 
 /** One value set from outside the file, with where it came from for error messages. */
 export interface Override {
@@ -136,7 +136,10 @@ export function parseArgs(argv: readonly string[]): { args: ParsedArgs; issues: 
       const value = takeValue();
       const path = FLAG_PATHS[flag]!;
       if (value !== null) overrides.push({ path, value: coerce(path, value), origin: flag });
-    } else issues.push({ key: arg, message: "unknown option (see --help)" });
+    } else {
+      const known = ["--help", "--check", "--config", "--set", ...Object.keys(FLAG_PATHS)];
+      issues.push({ key: arg, message: `${unknownKey(flag, known, "option")} (see --help)` });
+    }
   }
   return { args: { configFile, help, check, overrides }, issues };
 }
@@ -168,8 +171,11 @@ export function readEnv(env: Readonly<Record<string, string | undefined>>): {
       }
     } else {
       const path = byName.get(name);
-      if (path === undefined) warnings.push(`ignoring unknown environment variable ${name}`);
-      else overrides.push({ path, value: coerce(path, text), origin: name });
+      if (path === undefined) {
+        const guess = closest(name, [...byName.keys(), "KVROUTER_CONFIG", "KVROUTER_WORKERS"]);
+        const hint = guess === null ? "" : `; did you mean ${guess}?`;
+        warnings.push(`ignoring unknown environment variable ${name}${hint}`);
+      } else overrides.push({ path, value: coerce(path, text), origin: name });
     }
   }
   return { configFile, overrides, issues, warnings };

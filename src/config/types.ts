@@ -56,7 +56,12 @@ export interface ServerConfig {
   readonly maxPromptTokens: number;
   /** Largest accepted token id (vocabularies stay well below this). */
   readonly maxTokenId: number;
+  /** `/v1/route` when every candidate's load is stale: answer anyway, or 503. */
+  readonly onAllStale: OnAllStale;
 }
+
+export const ON_ALL_STALE = ["route", "reject"] as const;
+export type OnAllStale = (typeof ON_ALL_STALE)[number];
 
 export interface IndexConfig {
   /** Tokens per block for the router's own block keys. */

@@ -7,7 +7,7 @@
 import { checkSchedulerConfig } from "../scheduler/config.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { FIELDS, type FieldSpec, fieldPaths, type SectionName } from "./fields.js";
-import { type ConfigIssue, isPlainObject, show } from "./issues.js";
+import { type ConfigIssue, isPlainObject, show, unknownKey } from "./issues.js";
 import type { KvrouterConfig, WorkerConfig } from "./types.js";
 import { validateWorker } from "./worker-config.js";
 
@@ -69,7 +69,10 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
   }
   for (const name of Object.keys(root)) {
     if (!(name in FIELDS) && name !== "workers" && name !== "scheduler") {
-      issues.push({ key: name, message: "unknown key" });
+      issues.push({
+        key: name,
+        message: unknownKey(name, [...Object.keys(FIELDS), "workers", "scheduler"]),
+      });
     }
   }
   const out: Record<string, Record<string, unknown>> = {};
@@ -82,7 +85,10 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
     }
     for (const key of Object.keys(given ?? {})) {
       if (!(key in FIELDS[section]))
-        issues.push({ key: `${section}.${key}`, message: "unknown key" });
+        issues.push({
+          key: `${section}.${key}`,
+          message: unknownKey(key, Object.keys(FIELDS[section])),
+        });
     }
   }
   const failed = new Set<string>();
@@ -170,7 +176,9 @@ function validateScheduler(
   }
   const before = issues.length;
   for (const k of Object.keys(raw)) {
-    if (!SCHEDULER_KEYS.has(k)) issues.push({ key: `scheduler.${k}`, message: "unknown key" });
+    if (!SCHEDULER_KEYS.has(k)) {
+      issues.push({ key: `scheduler.${k}`, message: unknownKey(k, SCHEDULER_KEYS) });
+    }
   }
   let weights = raw.weights === undefined ? {} : raw.weights;
   if (!isPlainObject(weights)) {
@@ -181,7 +189,9 @@ function validateScheduler(
     weights = {};
   }
   for (const k of Object.keys(weights)) {
-    if (!WEIGHT_KEYS.has(k)) issues.push({ key: `scheduler.weights.${k}`, message: "unknown key" });
+    if (!WEIGHT_KEYS.has(k)) {
+      issues.push({ key: `scheduler.weights.${k}`, message: unknownKey(k, WEIGHT_KEYS) });
+    }
   }
   const input: Record<string, unknown> = { ...raw, weights };
   for (const k of ["outlierStdK", "kvHardCap"]) if (input[k] === null) input[k] = Infinity;

@@ -3,7 +3,7 @@
  * `POST /v1/workers`, so a worker added at run time obeys exactly the same rules.
  */
 
-import { type ConfigIssue, isPlainObject, show } from "./issues.js";
+import { type ConfigIssue, isPlainObject, show, unknownKey } from "./issues.js";
 import { ENGINE_KINDS, type EngineKind, type WorkerConfig } from "./types.js";
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
@@ -58,7 +58,7 @@ export function validateWorker(
     issues.push({ key: `${path}.${key}`, message: `${message}, got ${show(raw[key])}` });
   for (const key of Object.keys(raw)) {
     if (!(WORKER_KEYS as readonly string[]).includes(key)) {
-      issues.push({ key: `${path}.${key}`, message: "unknown key" });
+      issues.push({ key: `${path}.${key}`, message: unknownKey(key, WORKER_KEYS) });
     }
   }
   const { id, url, eventsEndpoint, replayEndpoint, model } = raw;

@@ -2,12 +2,14 @@
  * `kvrouter demo` (`npm run demo`): the router and N simulated vLLM workers on loopback,
  * one workload sent twice — routed by kvrouter, then round-robin on the same workers with
  * their prefix caches reset — and the two side by side. It ends by itself and stops every
- * process it started, on success, on error and on SIGINT/SIGTERM.
+ * process it started, on success, on error, on SIGINT/SIGTERM/SIGHUP and when its parent process ends.
  *
  * Progress goes to stderr; the table (and with `--json` one JSON object, last) to stdout.
  */
 
 import { setMaxListeners } from "node:events";
+import { constants } from "node:os";
+import { STOP_SIGNALS } from "../lifetime.js";
 import { SimTokenizer } from "../sim/tokenizer.js";
 import { ChildGroup } from "./child-group.js";
 import { type DemoFleet, type DemoWorker, launchFleet } from "./demo-fleet.js";
@@ -122,7 +124,7 @@ async function runDemo(opts: DemoOptions, group: ChildGroup, signal: AbortSignal
   }
 }
 
-/** Run the demo; returns the exit code (130/143 when interrupted by SIGINT/SIGTERM). */
+/** Run the demo; returns the exit code (128 + the signal's number when interrupted). */
 export async function main(argv: string[]): Promise<number> {
   let opts: DemoOptions | "help";
   try {
@@ -145,21 +147,19 @@ export async function main(argv: string[]): Promise<number> {
     caught ??= signal;
     abort.abort(new Error(`interrupted by ${signal}`));
   };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  for (const s of STOP_SIGNALS) process.on(s, onSignal);
   try {
     // With --stay a signal is the normal way to stop: it returns 0.
     return await runDemo(opts, group, abort.signal);
   } catch (err) {
     if (caught !== null) {
       progress(`interrupted by ${caught}; stopping`);
-      return caught === "SIGINT" ? 130 : 143;
+      return 128 + (constants.signals[caught] ?? 15);
     }
     process.stderr.write(`kvrouter demo: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   } finally {
     await group.stopAll();
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    for (const s of STOP_SIGNALS) process.off(s, onSignal);
   }
 }

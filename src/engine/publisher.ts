@@ -52,7 +52,14 @@ async function bindWithRetry(socket: Publisher | Router, address: string): Promi
       return;
     } catch (err) {
       const code = (err as { code?: unknown }).code;
-      if (code !== "EADDRINUSE" || attempt >= 40) throw err;
+      if (code === "EADDRINUSE" && attempt >= 40) {
+        // ZeroMQ's message names no address; callers say which setting it came from.
+        throw Object.assign(new Error(`cannot bind ${address}: address already in use`), {
+          code,
+          address,
+        });
+      }
+      if (code !== "EADDRINUSE") throw err;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }

@@ -56,6 +56,14 @@ function schemaIssues(err: FastifyError, req: FastifyRequest): SchemaIssue[] {
   });
 }
 
+/** "a prompt" / "messages" when a body carries text where token ids belong, else null. */
+function textInsteadOfTokens(body: unknown): string | null {
+  if (typeof body !== "object" || body === null || "token_ids" in body) return null;
+  if ("prompt" in body || "text" in body) return "a prompt";
+  if ("messages" in body) return "chat messages";
+  return null;
+}
+
 function send(reply: FastifyReply, code: ErrorCode, message: string, details?: unknown) {
   return reply.status(ERROR_CODES[code].status).send(errorBody(code, message, details));
 }
@@ -95,6 +103,17 @@ export function installErrorHandling(
           issues,
         );
       }
+      const text = textInsteadOfTokens(req.body);
+      if (text !== null && issues.some((i) => i.path === "body/token_ids")) {
+        return send(
+          reply,
+          "invalid_request",
+          `body/token_ids is required: ${req.url.split("?")[0]} takes token ids, not ${text}; ` +
+            "tokenize the prompt with the model's tokenizer first, or send OpenAI requests " +
+            "to the gateway's /v1/completions and /v1/chat/completions, which tokenize and route them",
+          issues,
+        );
+      }
       if (first?.keyword === "maxItems" && first.instancePath === "/token_ids") {
         const n = (req.body as { token_ids?: unknown[] }).token_ids?.length;
         return send(
@@ -125,10 +144,11 @@ export function installErrorHandling(
           "the body is empty but content-type is application/json",
         );
       case "FST_ERR_CTP_INVALID_JSON_BODY":
-        return send(reply, "invalid_json", `the body is not valid JSON: ${err.message}`);
+        // fastify's own message repeats ours ("Body is not valid JSON but …").
+        return send(reply, "invalid_json", "the body is not valid JSON");
     }
     if (err instanceof SyntaxError) {
-      return send(reply, "invalid_json", `the body is not valid JSON: ${err.message}`);
+      return send(reply, "invalid_json", `the body is not valid JSON (${err.message})`);
     }
     if (typeof err.statusCode === "number" && err.statusCode >= 400 && err.statusCode < 500) {
       return send(reply, "invalid_request", err.message);

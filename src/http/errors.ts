@@ -24,6 +24,10 @@ export const ERROR_CODES = {
   internal_error: { status: 500, meaning: "a bug: the message says what failed" },
   no_worker_available: { status: 503, meaning: "no routable worker for this model" },
   not_ready: { status: 503, meaning: "no worker has fresh load information yet" },
+  no_fresh_worker: {
+    status: 503,
+    meaning: "every candidate's load is stale and server.onAllStale is reject",
+  },
 } as const satisfies Record<string, { status: number; meaning: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -52,6 +52,16 @@ export function registerRouteRoutes(
         throw new ApiError(code, result.error.message, { reason: result.error.code });
       }
       const d = result.decision;
+      if (d.fallbacks.allStale && limits.onAllStale === "reject") {
+        // Nothing is known to be alive: the caller is better told than sent to a corpse.
+        deps.inFlight.done(d.requestId, deps.nowMs());
+        metrics.recordFailure("no_fresh_worker");
+        throw new ApiError(
+          "no_fresh_worker",
+          `no candidate has fresh load (every one stale for load.staleAfterMs, ${deps.config.load.staleAfterMs} ms); server.onAllStale is reject`,
+          { reason: "all_stale", candidates: d.candidates.map((c) => c.worker) },
+        );
+      }
       const t = d.timings;
       const ratio = d.promptBlocks === 0 ? 0 : bestOverlap(d) / d.promptBlocks;
       metrics.recordDecision(d.worker, d.reason, ratio, {

@@ -49,6 +49,18 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
 
   app.get("/v1/workers", async () => ({ workers: views() }));
 
+  app.get<{ Params: { id: string } }>(
+    "/v1/workers/:id",
+    { schema: { params: workerIdParams } },
+    async (req) => {
+      const [view] = views(req.params.id);
+      if (view === undefined) {
+        throw new ApiError("worker_not_found", `no worker ${JSON.stringify(req.params.id)}`);
+      }
+      return view;
+    },
+  );
+
   app.post<{ Body: AddWorkerBody }>(
     "/v1/workers",
     { schema: { body: addWorkerBodySchema }, onRequest: guard },

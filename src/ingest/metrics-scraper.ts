@@ -187,8 +187,9 @@ export class MetricsScraper {
     s.errors++;
     s.consecutiveErrors++;
     s.lastError = outcome.error;
-    // Log the first failure of a run; the rest are counted, not logged.
-    if (s.consecutiveErrors === 1) {
+    // Log the first failure of a run; the rest are counted, not logged. A scrape cut
+    // short by stop() is no failure of the worker's.
+    if (s.consecutiveErrors === 1 && !this.#stop.signal.aborted) {
       this.#log.warn(
         { worker: t.key, url: t.metricsUrl, error: outcome.error },
         "metrics scrape failed",

@@ -123,7 +123,7 @@ const SAMPLE_EVENTS: WireEvent[] = [
   { type: "AllBlocksCleared" },
 ];
 
-describe("decodeEventBatch: wire-formats §7 vectors", () => {
+describe("decodeEventBatch: docs/wire-formats.md §7 vectors", () => {
   it("decodes the BlockRemoved vectors (map and array event) to the ≥ 2^63 hash", () => {
     for (const payload of [VECTORS.removedMap, VECTORS.removedArray]) {
       const r = ok(decodeEventBatch(payload));

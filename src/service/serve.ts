@@ -1,11 +1,12 @@
 /**
  * `kvrouter serve`: load and validate the configuration (failing loudly, naming every bad
- * key), build the service, listen, and on SIGTERM/SIGINT stop accepting, close every
+ * key), build the service, listen, and on SIGTERM/SIGINT/SIGHUP stop accepting, close every
  * socket (HTTP, event subscribers, scrapers) and return 0.
  */
 
 import { stringify as toYaml } from "yaml";
 import { formatIssues, loadConfig, redactConfig } from "../config/index.js";
+import { STOP_SIGNALS } from "../lifetime.js";
 import { createLogger } from "../telemetry/logger.js";
 import { createService } from "./service.js";
 
@@ -37,6 +38,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const { config, file } = outcome;
   if (outcome.check) {
+    for (const w of outcome.warnings) process.stderr.write(`kvrouter: warning: ${w}\n`);
     process.stdout.write(`# effective configuration (from ${file ?? "defaults"})\n`);
     process.stdout.write(toYaml(redactConfig(config)));
     return 0;
@@ -50,11 +52,17 @@ export async function main(argv: string[]): Promise<number> {
     logger.fatal({ err }, "cannot start the service");
     return 1;
   }
-  const stop = waitForSignal(["SIGTERM", "SIGINT"]);
+  const stop = waitForSignal(STOP_SIGNALS);
   try {
     await service.app.listen({ host: config.server.host, port: config.server.port });
   } catch (err) {
-    logger.fatal({ err, host: config.server.host, port: config.server.port }, "cannot listen");
+    const { host, port } = config.server;
+    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+      logger.fatal(
+        { host, port, setting: "server.port" },
+        `cannot listen: port ${port} (server.port) on ${host} is already in use; stop the process holding it or choose another port`,
+      );
+    } else logger.fatal({ err, host, port }, "cannot listen");
     await service.close();
     return 1;
   }

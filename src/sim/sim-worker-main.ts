@@ -1,10 +1,12 @@
 /**
- * `kvrouter sim-worker`: run one simulated vLLM engine until SIGTERM/SIGINT, then close
+ * `kvrouter sim-worker`: run one simulated vLLM engine until SIGTERM/SIGINT/SIGHUP (or its parent
+ * process ends), then close
  * its sockets and exit 0. Options: see `SIM_USAGE` (`--help`).
  */
 
+import { STOP_SIGNALS } from "../lifetime.js";
 import { parseSimArgs, SIM_USAGE, SimConfigError } from "./sim-config.js";
-import { startSimWorker } from "./sim-worker.js";
+import { PortInUseError, startSimWorker } from "./sim-worker.js";
 
 export async function main(argv: string[]): Promise<number> {
   let config: ReturnType<typeof parseSimArgs>;
@@ -25,10 +27,16 @@ export async function main(argv: string[]): Promise<number> {
   const stopped = new Promise<void>((resolve) => {
     stop = resolve;
   });
-  process.on("SIGTERM", stop);
-  process.on("SIGINT", stop);
+  for (const s of STOP_SIGNALS) process.on(s, stop);
   try {
-    const worker = await startSimWorker(config);
+    let worker: Awaited<ReturnType<typeof startSimWorker>>;
+    try {
+      worker = await startSimWorker(config);
+    } catch (err) {
+      if (!(err instanceof PortInUseError)) throw err;
+      process.stderr.write(`kvrouter sim-worker: ${err.message}\n`);
+      return 1;
+    }
     process.stdout.write(
       `${JSON.stringify({
         msg: "sim-worker listening",
@@ -44,8 +52,7 @@ export async function main(argv: string[]): Promise<number> {
     await stopped;
     await worker.close();
   } finally {
-    process.off("SIGTERM", stop);
-    process.off("SIGINT", stop);
+    for (const s of STOP_SIGNALS) process.off(s, stop);
   }
   return 0;
 }

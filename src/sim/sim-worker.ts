@@ -34,6 +34,16 @@ function tcp(host: string, port: number): string {
   return `tcp://${h}:${port === 0 ? "*" : port}`;
 }
 
+/** A port another process holds: which port, and the flag that chose it, in one line. */
+export class PortInUseError extends Error {}
+
+function inUse(err: unknown, host: string, port: number, flag: string): unknown {
+  if ((err as { code?: unknown }).code !== "EADDRINUSE") return err;
+  return new PortInUseError(
+    `port ${port} (${flag}) on ${host} is already in use; stop the process holding it or choose another port`,
+  );
+}
+
 /** Start one simulated worker (rank `config.dataParallelRank`): sockets bound, HTTP listening. */
 export async function startSimWorker(
   config: SimWorkerConfig,
@@ -42,13 +52,20 @@ export async function startSimWorker(
   const rank = config.dataParallelRank;
   let publisher: EnginePublisher | null = null;
   if (config.eventsPort !== null) {
-    publisher = await EnginePublisher.bind({
-      endpoint: tcp(config.host, config.eventsPort),
-      replayEndpoint: config.replayPort === null ? null : tcp(config.host, config.replayPort),
-      dataParallelRank: rank,
-      topic: config.topic,
-      encoding: { eventForm: config.eventForm, hashForm: config.hashForm },
-    });
+    try {
+      publisher = await EnginePublisher.bind({
+        endpoint: tcp(config.host, config.eventsPort),
+        replayEndpoint: config.replayPort === null ? null : tcp(config.host, config.replayPort),
+        dataParallelRank: rank,
+        topic: config.topic,
+        encoding: { eventForm: config.eventForm, hashForm: config.hashForm },
+      });
+    } catch (err) {
+      const address = String((err as { address?: unknown }).address ?? "");
+      const port = Number(address.slice(address.lastIndexOf(":") + 1));
+      const flag = port === config.eventsPort + rank ? "--events-port" : "--replay-port";
+      throw inUse(err, config.host, port, flag);
+    }
   }
   const pub = publisher;
   const tokenizer = new SimTokenizer();
@@ -97,7 +114,7 @@ export async function startSimWorker(
   } catch (err) {
     await publisher?.close();
     await real?.close();
-    throw err;
+    throw inUse(err, config.host, config.port + rank, "--port");
   }
   let closing: Promise<void> | null = null;
   return {
