@@ -29,7 +29,7 @@ export interface MetricsScraperOptions {
   /** Clock in ms, the same one the router and tracker use. */
   readonly nowMs: () => number;
   readonly logger?: LogSink;
-  /** Largest accepted body; default 16 MiB. */
+  /** Largest accepted body; default 16 MiB (`DEFAULT_MAX_BODY_BYTES`). */
   readonly maxBodyBytes?: number;
 }
 
@@ -61,12 +61,17 @@ interface TargetState {
   lastNotes: readonly string[];
 }
 
+/** A vLLM exposition is ~20-200 KB; a body past this is refused, not read further. */
+export const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+
 export class MetricsScraper {
   readonly #opts: MetricsScraperOptions;
   readonly #log: LogSink;
   readonly #targets = new Map<WorkerKey, TargetState>();
   #timer: NodeJS.Timeout | null = null;
   #stop = new AbortController();
+  /** Controllers of the requests out now (aborted by their own timer or by stop()). */
+  readonly #inProgress = new Set<AbortController>();
 
   constructor(options: MetricsScraperOptions) {
     if (!(options.intervalMs > 0)) throw new RangeError("intervalMs must be > 0");
@@ -119,6 +124,7 @@ export class MetricsScraper {
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
     this.#stop.abort();
+    for (const a of this.#inProgress) a.abort(new Error("scraper stopped"));
     await Promise.allSettled([...this.#targets.values()].map((s) => s.running));
   }
 
@@ -204,33 +210,79 @@ export class MetricsScraper {
     | { ok: true; load: Omit<LoadSnapshot, "atMs">; notes: readonly string[] }
     | { ok: false; error: string }
   > {
+    // One controller per scrape, aborted by a timer this scraper owns or by stop(). Not
+    // `AbortSignal.any([AbortSignal.timeout(…), stop])`: on Node 20.20.2 that combined
+    // signal never fired in 20 of 20 hanging fetches while garbage collection ran (the
+    // timeout signal is only weakly held); a plain timer fired 20 of 20
+    // (bench/scrape-deadline-gc.ts). The one deadline covers connect, headers and body.
+    if (this.#stop.signal.aborted) return { ok: false, error: "scraper stopped" };
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(new DeadlineError(timeoutMs)), timeoutMs);
+    this.#inProgress.add(abort);
     let text: string;
     try {
-      const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), this.#stop.signal]);
-      const res = await fetch(t.metricsUrl, { signal, headers: { accept: "text/plain" } });
+      const res = await fetch(t.metricsUrl, {
+        signal: abort.signal,
+        headers: { accept: "text/plain" },
+      });
       if (!res.ok) {
         await res.body?.cancel();
         return { ok: false, error: `HTTP ${res.status} from ${t.metricsUrl}` };
       }
-      const max = this.#opts.maxBodyBytes ?? 16 * 1024 * 1024;
+      const max = this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
       const declared = Number(res.headers.get("content-length") ?? "0");
       if (declared > max) {
         await res.body?.cancel();
         return { ok: false, error: `body of ${declared} bytes exceeds ${max}` };
       }
-      text = await res.text();
-      if (text.length > max) return { ok: false, error: `body exceeds ${max} bytes` };
+      const body = await readCapped(res, max);
+      if (body === null) return { ok: false, error: `body exceeds ${max} bytes` };
+      text = body;
     } catch (err) {
-      return { ok: false, error: describeFetchError(err, timeoutMs, this.#stop.signal.aborted) };
+      const reason = abort.signal.aborted ? abort.signal.reason : undefined;
+      if (reason instanceof DeadlineError) return { ok: false, error: reason.message };
+      return { ok: false, error: describeFetchError(err, this.#stop.signal.aborted) };
+    } finally {
+      clearTimeout(timer);
+      this.#inProgress.delete(abort);
     }
     const parsed = parseEngineMetrics(text, t);
     return parsed.ok ? { ok: true, load: parsed.load, notes: parsed.notes } : parsed;
   }
 }
 
-function describeFetchError(err: unknown, timeoutMs: number, stopped: boolean): string {
+/** The scrape's own deadline passed (connect, headers and body together). */
+class DeadlineError extends Error {
+  constructor(timeoutMs: number) {
+    super(`timeout after ${timeoutMs} ms`);
+    this.name = "DeadlineError";
+  }
+}
+
+/**
+ * The body as text, or null once more than `max` bytes arrived (the rest is not read:
+ * a worker streaming an endless body costs at most `max` bytes of memory).
+ */
+async function readCapped(res: Response, max: number): Promise<string | null> {
+  if (res.body === null) return "";
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel();
+      return null;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, size).toString("utf8");
+}
+
+function describeFetchError(err: unknown, stopped: boolean): string {
   if (err instanceof Error) {
-    if (err.name === "TimeoutError") return `timeout after ${timeoutMs} ms`;
     if (err.name === "AbortError") return stopped ? "scraper stopped" : "aborted";
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
     if (cause?.code !== undefined) return `${cause.code}: ${cause.message ?? err.message}`;
