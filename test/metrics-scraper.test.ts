@@ -215,7 +215,15 @@ describe("MetricsScraper over real HTTP", () => {
     await srv.close();
     const r = await scraper.scrapeOnce(key);
     expect(!r.ok && r.error).toMatch(/ECONNREFUSED/);
-    srv = await metricsServer(""); // afterEach closes something valid
+    // Nothing answered: out of the candidates at once, not after load.staleAfterMs.
+    expect(tracker.view(key, now)).toMatchObject({
+      stale: true,
+      unreachable: /^scrape: ECONNREFUSED/,
+    });
+    srv = await metricsServer(fixture("vllm-current.txt")); // afterEach closes something valid
+    scraper.add({ ...target(), metricsUrl: srv.url });
+    expect((await scraper.scrapeOnce(key)).ok).toBe(true);
+    expect(tracker.view(key, now)).toMatchObject({ stale: false, unreachable: null });
   });
 
   it("scrapes periodically once started and stops cleanly", async () => {

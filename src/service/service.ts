@@ -57,7 +57,11 @@ export async function createService(
     // Receive and decode on a worker thread, apply here: ~1.4× the ingest rate of one
     // thread when a core is free (docs/ingestion.md).
     { replayTimeoutMs: config.events.replayTimeoutMs, decodeThread: true },
-    { logger: logger.child({ component: "events" }), now: nowMs },
+    {
+      logger: logger.child({ component: "events" }),
+      now: nowMs,
+      onConnection: (key, connected) => fleet.onStreamConnection(key, connected),
+    },
   );
   const scrapes = new MetricsScraper({
     tracker: loads,

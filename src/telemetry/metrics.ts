@@ -245,6 +245,16 @@ function registerLoadMetrics(registry: Registry, sources: MetricSources): void {
   loadGauge("kvrouter_load_stale", "1 when the worker's load information is stale", (v) =>
     v.stale ? 1 : 0,
   );
+  loadGauge(
+    "kvrouter_load_unreachable",
+    "1 while the worker is out of the candidates because nothing answered (docs/load.md)",
+    (v) => (v.unreachable === null ? 0 : 1),
+  );
+  loadGauge(
+    "kvrouter_load_unreachable_transitions",
+    "Times the worker was taken out as unreachable since it was added",
+    (v) => v.timesUnreachable,
+  );
   loadGauge("kvrouter_load_staleness_seconds", "Age of the last successful scrape or push", (v) =>
     v.lastSuccessMs === null ? null : Math.max(0, sources.nowMs() - v.lastSuccessMs) / 1000,
   );
