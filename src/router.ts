@@ -37,8 +37,17 @@ export interface RouterDeps {
   readonly clock?: () => number;
   /** Extra index keys of shared stores (besides registry entries of kind mooncake-store). */
   readonly storeHolders?: readonly WorkerKey[];
-  /** Request id generator for requests without one; default `kvr-<n>`. */
+  /**
+   * Request id generator for requests without one; default `kvr-<32 hex digits>`, 128
+   * random bits from the platform's CSPRNG (Web Crypto), so nobody can guess another
+   * caller's id and end its request.
+   */
   readonly newRequestId?: () => string;
+  /**
+   * Most requests recorded in flight per worker (`inFlight.maxPerWorker`); past it the
+   * worker's oldest record is dropped (and counted). Default: no cap.
+   */
+  readonly maxInFlightPerWorker?: number;
 }
 
 export interface RouteRequest {
@@ -125,7 +134,7 @@ export class Router {
   readonly #d: RouterDeps;
   #config: SchedulerConfig;
   readonly #clock: () => number;
-  #nextId = 0;
+  #droppedInFlight = 0;
   #storeCache: { version: number; keys: ReadonlySet<WorkerKey> } = { version: -1, keys: new Set() };
 
   constructor(deps: RouterDeps) {
@@ -136,6 +145,11 @@ export class Router {
 
   get config(): SchedulerConfig {
     return this.#config;
+  }
+
+  /** In-flight records dropped because their worker was at `maxInFlightPerWorker`. */
+  get droppedInFlight(): number {
+    return this.#droppedInFlight;
   }
 
   /** Replace the scheduler config (already validated) for subsequent decisions. */
@@ -201,6 +215,12 @@ export class Router {
     const requestId = req.requestId ?? this.#generateId();
     const prefillTokens = Math.round(b.newPrefillBlocks * blockSize);
     const blocks = Math.ceil(promptTokens / blockSize);
+    // The cap bounds what callers that never report can pile on one worker: the oldest
+    // record (the likeliest to be unreported) makes room, and is counted.
+    const cap = d.maxInFlightPerWorker;
+    if (cap !== undefined && d.inFlight.totals(chosen.key).activeRequests >= cap) {
+      if (d.inFlight.dropOldest(chosen.key) !== null) this.#droppedInFlight++;
+    }
     const added = d.inFlight.add(requestId, chosen.key, { prefillTokens, blocks, nowMs });
     if (!added.ok) {
       return fail(
@@ -306,10 +326,18 @@ export class Router {
   #generateId(): string {
     const gen = this.#d.newRequestId;
     for (;;) {
-      const id = gen === undefined ? `kvr-${++this.#nextId}` : gen();
+      const id = gen === undefined ? randomRequestId() : gen();
       if (!this.#d.inFlight.has(id)) return id;
     }
   }
+}
+
+/** `kvr-` and 128 random bits in hex (Web Crypto's CSPRNG, a global in Node ≥ 19). */
+export function randomRequestId(): string {
+  const words = crypto.getRandomValues(new Uint32Array(4));
+  let hex = "kvr-";
+  for (const w of words) hex += w.toString(16).padStart(8, "0");
+  return hex;
 }
 
 function indexMatches(ms: readonly WorkerMatch[]): Map<WorkerKey, WorkerMatch> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type LoadConfigOptions, loadConfig } from "./index.js";
+import { type LoadConfigOptions, loadConfig, validateConfig } from "./index.js";
 
 function problems(file: string | null, opts: Partial<LoadConfigOptions> = {}): string[] {
   const outcome = loadConfig({
@@ -212,5 +212,29 @@ describe("config validation names the key and the bad value", () => {
     expect(outcome.kind === "ok" && outcome.warnings).toEqual([
       "ignoring unknown environment variable KVROUTER_SERVR_PORT",
     ]);
+  });
+
+  it("refuses a non-loopback address without a token, unless told explicitly", () => {
+    const issues = (raw: unknown) => {
+      const r = validateConfig(raw);
+      return r.ok ? [] : r.issues;
+    };
+    const open = issues({ server: { host: "0.0.0.0" } });
+    expect(open).toHaveLength(1);
+    expect(open[0]!.key).toBe("server.authToken");
+    expect(open[0]!.message).toMatch(/"0\.0\.0\.0", which is not a loopback address/);
+    expect(open[0]!.message).toMatch(/server\.allowUnauthenticated: true/);
+    expect(issues({ server: { host: "0.0.0.0", authToken: "s3cret" } })).toEqual([]);
+    expect(issues({ server: { host: "::", allowUnauthenticated: true } })).toEqual([]);
+    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"]) {
+      expect(issues({ server: { host } })).toEqual([]);
+    }
+    for (const host of ["10.0.0.5", "::", "router.internal", "128.0.0.1"]) {
+      expect(issues({ server: { host } }).map((i) => i.key)).toEqual(["server.authToken"]);
+    }
+    expect(issues({ server: { allowUnauthenticated: "yes" } })[0]).toMatchObject({
+      key: "server.allowUnauthenticated",
+      message: 'must be true or false, got "yes"',
+    });
   });
 });

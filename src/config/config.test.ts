@@ -38,9 +38,18 @@ describe("loadConfig", () => {
       port: 8080,
       bodyLimitBytes: 4 * 1024 * 1024,
       authToken: null,
+      allowUnauthenticated: false,
+      decisionToken: null,
+      requestTimeoutMs: 30_000,
+      headersTimeoutMs: 10_000,
+      keepAliveTimeoutMs: 72_000,
+      maxConnections: 8192,
+      drainMs: 2000,
+      maxJsonDepth: 64,
       maxPromptTokens: 262_144,
       maxTokenId: 16_777_215,
     });
+    expect(c.inFlight.maxPerWorker).toBe(8192);
     expect(c.index.blockSize).toBe(16);
     expect(c.scheduler).toEqual(DEFAULT_SCHEDULER_CONFIG);
     expect(c.log.level).toBe("info");

@@ -135,6 +135,12 @@ export interface EffectiveLoad {
   readonly running: number;
   /** KV load 0..1 (activeBlocks / capacity, or scraped usage); null when unknowable. */
   readonly kvLoad: number | null;
+  /**
+   * The engine's own KV figure (scraped or pushed usage, 0..1), the only load the KV
+   * exclusion rules use: predictions raise a worker's cost but never exclude it on their
+   * own. null without a usable snapshot; absent = same as `kvLoad` (hand-built loads).
+   */
+  readonly confirmedKvLoad?: number | null;
   /** GPU KV capacity in blocks, when known. */
   readonly capacityBlocks: number | null;
   /** Whether a (non-stale) scrape/push contributed, or only predictions. */

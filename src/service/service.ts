@@ -77,6 +77,7 @@ export async function createService(
     loads,
     inFlight,
     config: config.scheduler,
+    maxInFlightPerWorker: config.inFlight.maxPerWorker,
     rng: options.rng ?? Math.random,
     clock: () => performance.now(),
   });
