@@ -43,7 +43,7 @@ describe("config validation names the key and the bad value", () => {
     ["server:\n  prot: 1\n", "server.prot: unknown key"],
     [
       "scheduler:\n  temperature: -1\n",
-      "scheduler.temperature: must be a finite number ≥ 0, got -1",
+      "scheduler.temperature: must be a number in 0..1000000, got -1",
     ],
     [
       "scheduler:\n  weights:\n    host: 2\n",
@@ -118,18 +118,18 @@ describe("config validation names the key and the bad value", () => {
     );
     expect(found).toEqual([
       'scheduler.stalePolicy: must be one of exclude, penalise, got "drop"',
-      'scheduler.weights.queue: must be a finite number ≥ 0, got "x"',
+      'scheduler.weights.queue: must be a number in 0..1000000, got "x"',
       "scheduler.weights.host: must be a number in 0..1, got 2",
-      "scheduler.temperature: must be a finite number ≥ 0, got -1",
+      "scheduler.temperature: must be a number in 0..1000000, got -1",
     ]);
     expect(problems(null, { env: { KVROUTER_SCHEDULER_TEMPERATURE: "" } })).toEqual([
-      'scheduler.temperature (from KVROUTER_SCHEDULER_TEMPERATURE): must be a finite number ≥ 0, got ""',
+      'scheduler.temperature (from KVROUTER_SCHEDULER_TEMPERATURE): must be a number in 0..1000000, got ""',
     ]);
   });
 
   it("treats null as an error in the scheduler section too, except for the two thresholds", () => {
     expect(problems("scheduler:\n  temperature: null\n  stalePenalty: null\n")).toEqual([
-      "scheduler.temperature: must be a finite number ≥ 0, got null",
+      "scheduler.temperature: must be a number in 0..1000000, got null",
       "scheduler.stalePenalty: must be a finite number ≥ 0, got null",
     ]);
     expect(problems("scheduler:\n  weights: null\n")).toEqual([
@@ -173,7 +173,7 @@ describe("config validation names the key and the bad value", () => {
       'server.port (from KVROUTER_SERVER_PORT): must be an integer in [0, 65535], got "eighty"',
     ]);
     expect(problems(null, { env: { KVROUTER_SCHEDULER_WEIGHTS_QUEUE: "-2" } })).toEqual([
-      "scheduler.weights.queue (from KVROUTER_SCHEDULER_WEIGHTS_QUEUE): must be a finite number ≥ 0, got -2",
+      "scheduler.weights.queue (from KVROUTER_SCHEDULER_WEIGHTS_QUEUE): must be a number in 0..1000000, got -2",
     ]);
     expect(problems(null, { env: { KVROUTER_WORKERS: "[{" } })[0]).toMatch(
       /^KVROUTER_WORKERS: must be a JSON list of workers/,

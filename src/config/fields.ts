@@ -92,7 +92,7 @@ export const FIELDS = {
     drainMs: {
       kind: "int",
       min: 0,
-      max: 600_000,
+      max: 60_000,
       default: 2000,
       doc: "on SIGTERM, how long requests on open connections get 503 + Connection: close before they are closed",
     },

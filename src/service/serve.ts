@@ -9,7 +9,7 @@ import { formatIssues, loadConfig, redactConfig } from "../config/index.js";
 import { createLogger } from "../telemetry/logger.js";
 import { createService } from "./service.js";
 
-/** How long a graceful shutdown may take before giving up with exit code 1. */
+/** How long a graceful shutdown may take after the drain before giving up with exit code 1. */
 const SHUTDOWN_TIMEOUT_MS = 10_000;
 
 function waitForSignal(signals: readonly NodeJS.Signals[]): Promise<NodeJS.Signals> {
@@ -71,7 +71,7 @@ export async function main(argv: string[]): Promise<number> {
   logger.info({ signal }, "shutting down");
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), SHUTDOWN_TIMEOUT_MS);
+    timer = setTimeout(() => resolve("timeout"), config.server.drainMs + SHUTDOWN_TIMEOUT_MS);
   });
   const result = await Promise.race([service.close().then(() => "closed" as const), timeout]);
   clearTimeout(timer);

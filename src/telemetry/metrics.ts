@@ -16,6 +16,12 @@ export interface MetricSources {
   readonly streams?: () => Iterable<StreamState>;
   readonly loads?: () => Iterable<LoadView>;
   readonly inFlight?: () => Iterable<readonly [string, InFlightTotals]>;
+  /** Requests callers never reported (ended by TTL) and records dropped by the cap. */
+  readonly unreported?: () => {
+    readonly prefills: number;
+    readonly requests: number;
+    readonly dropped: number;
+  };
   /** Clock for staleness ages (ms). */
   readonly nowMs: () => number;
 }
@@ -280,6 +286,21 @@ function registerLoadMetrics(registry: Registry, sources: MetricSources): void {
       this.reset();
       if (sources.inFlight === undefined) return;
       for (const [worker, t] of sources.inFlight()) this.set({ worker }, t.activeRequests);
+    },
+  });
+  new Counter({
+    name: "kvrouter_inflight_unreported_total",
+    help: "Routed requests whose caller never reported first-token (report=first_token) or done (report=done) before the TTL, or that were dropped by inFlight.maxPerWorker (report=dropped)",
+    labelNames: ["report"] as const,
+    registers,
+    collect() {
+      if (sources.unreported === undefined) return;
+      const u = sources.unreported();
+      setCounter(this, [
+        [{ report: "first_token" }, u.prefills],
+        [{ report: "done" }, u.requests],
+        [{ report: "dropped" }, u.dropped],
+      ]);
     },
   });
 }
