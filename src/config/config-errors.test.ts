@@ -232,6 +232,12 @@ describe("config validation names the key and the bad value", () => {
     for (const host of ["10.0.0.5", "::", "router.internal", "128.0.0.1"]) {
       expect(issues({ server: { host } }).map((i) => i.key)).toEqual(["server.authToken"]);
     }
+    expect(issues({ server: { requestTimeoutMs: 1000, headersTimeoutMs: 2000 } })).toEqual([
+      {
+        key: "server.headersTimeoutMs",
+        message: "must not exceed server.requestTimeoutMs (1000), got 2000",
+      },
+    ]);
     expect(issues({ server: { allowUnauthenticated: "yes" } })[0]).toMatchObject({
       key: "server.allowUnauthenticated",
       message: 'must be true or false, got "yes"',

@@ -140,6 +140,17 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
       message: `must not exceed inFlight.ttlMs (${inFlight.ttlMs}), got ${inFlight.prefillTtlMs}`,
     });
   }
+  const timeouts = out.server as { headersTimeoutMs: number; requestTimeoutMs: number };
+  if (
+    valid("server.headersTimeoutMs", "server.requestTimeoutMs") &&
+    timeouts.requestTimeoutMs > 0 &&
+    timeouts.headersTimeoutMs > timeouts.requestTimeoutMs
+  ) {
+    issues.push({
+      key: at("server.headersTimeoutMs"),
+      message: `must not exceed server.requestTimeoutMs (${timeouts.requestTimeoutMs}), got ${timeouts.headersTimeoutMs}`,
+    });
+  }
   const server = out.server as { host: string; authToken: string | null };
   const allow = out.server!.allowUnauthenticated === true;
   if (
