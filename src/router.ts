@@ -24,6 +24,7 @@ import type {
   SelectReason,
   TierOverlap,
 } from "./scheduler/types.js";
+import { randomRequestId } from "./util/request-id.js";
 
 export interface RouterDeps {
   readonly index: PrefixIndex;
@@ -37,16 +38,9 @@ export interface RouterDeps {
   readonly clock?: () => number;
   /** Extra index keys of shared stores (besides registry entries of kind mooncake-store). */
   readonly storeHolders?: readonly WorkerKey[];
-  /**
-   * Request id generator for requests without one; default `kvr-<32 hex digits>`, 128
-   * random bits from the platform's CSPRNG (Web Crypto), so nobody can guess another
-   * caller's id and end its request.
-   */
+  /** Id generator for requests without one; default `randomRequestId` (128 random bits). */
   readonly newRequestId?: () => string;
-  /**
-   * Most requests recorded in flight per worker (`inFlight.maxPerWorker`); past it the
-   * worker's oldest record is dropped (and counted). Default: no cap.
-   */
+  /** Most in-flight records per worker; past it the oldest is dropped, counted. Default ∞. */
   readonly maxInFlightPerWorker?: number;
 }
 
@@ -330,14 +324,6 @@ export class Router {
       if (!this.#d.inFlight.has(id)) return id;
     }
   }
-}
-
-/** `kvr-` and 128 random bits in hex (Web Crypto's CSPRNG, a global in Node ≥ 19). */
-export function randomRequestId(): string {
-  const words = crypto.getRandomValues(new Uint32Array(4));
-  let hex = "kvr-";
-  for (const w of words) hex += w.toString(16).padStart(8, "0");
-  return hex;
 }
 
 function indexMatches(ms: readonly WorkerMatch[]): Map<WorkerKey, WorkerMatch> {

@@ -175,16 +175,8 @@ describe("malformed requests", () => {
     const cases: [string, string, string][] = [
       ["/v1/route", '{"token_ids":[1],"__proto__":{"x":1}}', "body/__proto__"],
       ["/v1/match", '{"token_ids":[1],"constructor":{"prototype":1}}', "body/constructor"],
-      [
-        "/v1/route",
-        '{"token_ids":[1],"overrides":{"__proto__":9}}',
-        "body/overrides/__proto__",
-      ],
-      [
-        "/v1/workers",
-        '{"id":"p","url":"http://127.0.0.1:9301","__proto__":"x"}',
-        "body/__proto__",
-      ],
+      ["/v1/route", '{"token_ids":[1],"overrides":{"__proto__":9}}', "body/overrides/__proto__"],
+      ["/v1/workers", '{"id":"p","url":"http://127.0.0.1:9301","__proto__":"x"}', "body/__proto__"],
     ];
     for (const [url, payload, path] of cases) {
       const res = await s.app.inject({ method: "POST", url, headers: json, payload });
