@@ -106,5 +106,11 @@ describe("LoadTracker", () => {
     t.markReachable(A, "caller");
     expect(t.isStale(A, 16)).toBe(false);
     expect(t.markUnreachable(workerKey("unknown", 0), "caller", "x", 0)).toBe(false);
+    // A scrape that started before the disconnect and answered after it clears nothing.
+    t.markUnreachable(A, "events", "disconnected", 20);
+    t.update(A, { running: 0, waiting: 0, kvUsage: 0.1, atMs: 18 }, 21);
+    expect(t.view(A, 21)).toMatchObject({ stale: true, unreachable: "events: disconnected" });
+    t.update(A, { running: 0, waiting: 0, kvUsage: 0.1, atMs: 22 }, 23);
+    expect(t.view(A, 23).unreachable).toBeNull();
   });
 });

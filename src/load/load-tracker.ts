@@ -27,8 +27,8 @@ interface Entry {
   consecutiveFailures: number;
   totalFailures: number;
   totalSuccesses: number;
-  /** Why the worker is unreachable (source → reason); empty = reachable. */
-  readonly unreachable: Map<UnreachableSource, string>;
+  /** Why the worker is unreachable (source → reason, when); empty = reachable. */
+  readonly unreachable: Map<UnreachableSource, { reason: string; atMs: number }>;
   unreachableSinceMs: number | null;
   timesUnreachable: number;
 }
@@ -106,9 +106,12 @@ export class LoadTracker {
     e.lastSuccessMs = nowMs;
     e.consecutiveFailures = 0;
     e.totalSuccesses++;
-    // The engine answered: whatever said it was gone is out of date.
-    e.unreachable.clear();
-    e.unreachableSinceMs = null;
+    // The engine answered: whatever said it was gone before the observation (the
+    // scrape's start) is out of date. A signal newer than that (a scrape that began
+    // before a kill and answered after it) still stands.
+    for (const [source, u] of e.unreachable)
+      if (u.atMs <= snapshot.atMs) e.unreachable.delete(source);
+    if (e.unreachable.size === 0) e.unreachableSinceMs = null;
   }
 
   /**
@@ -124,7 +127,7 @@ export class LoadTracker {
     const e = this.#entries.get(worker);
     if (e === undefined) return false;
     const was = e.unreachable.size > 0;
-    e.unreachable.set(source, reason);
+    e.unreachable.set(source, { reason, atMs: nowMs });
     if (!was) {
       e.unreachableSinceMs = nowMs;
       e.timesUnreachable++;
@@ -144,7 +147,7 @@ export class LoadTracker {
   unreachableReason(worker: WorkerKey): string | null {
     const e = this.#entries.get(worker);
     if (e === undefined || e.unreachable.size === 0) return null;
-    return [...e.unreachable].map(([k, v]) => `${k}: ${v}`).join("; ");
+    return [...e.unreachable].map(([k, v]) => `${k}: ${v.reason}`).join("; ");
   }
 
   /** Record a failed scrape (or a push that could not be used). */
