@@ -175,10 +175,14 @@ describe("loadConfig", () => {
     expect(envNameOf("server", "port")).toBe("KVROUTER_SERVER_PORT");
   });
 
-  it("masks the auth token in printable copies", () => {
-    const c = ok(load(null, { argv: ["--auth-token", "s3cret"] }));
+  it("masks the tokens in printable copies", () => {
+    const c = ok(
+      load(null, { argv: ["--auth-token", "s3cret", "--set", "server.decisionToken=d3cision"] }),
+    );
     expect(JSON.stringify(redactConfig(c))).not.toContain("s3cret");
+    expect(JSON.stringify(redactConfig(c))).not.toContain("d3cision");
     expect(c.server.authToken).toBe("s3cret");
+    expect(c.server.decisionToken).toBe("d3cision");
   });
 
   it("answers --help with the usage text", () => {

@@ -64,6 +64,7 @@ export async function main(argv: string[]): Promise<number> {
       configFile: file,
       workers: config.workers.map((w) => w.id),
       authRequired: config.server.authToken !== null,
+      decisionAuthRequired: config.server.decisionToken !== null,
     },
     "kvrouter listening",
   );
