@@ -124,6 +124,17 @@ describe("lifecycle calls cannot be forged or lost", () => {
     });
     expect([route.statusCode, done.statusCode]).toEqual([400, 400]);
     expect(done.json().error.code).toBe("invalid_request");
+    // Past the raw parameter limit and bad percent-encoding: fastify's own errors, in our shape.
+    const huge = await s.app.inject({
+      method: "POST",
+      url: `/v1/requests/${"a".repeat(4000)}/done`,
+    });
+    expect(huge.statusCode).toBe(400);
+    expect(huge.json().error).toMatchObject({ code: "invalid_request" });
+    expect(huge.json().error.message).toMatch(/longer than 3072 characters/);
+    const badUrl = await s.app.inject({ method: "POST", url: "/v1/requests/%E0%A4%A/done" });
+    expect(badUrl.statusCode).toBe(400);
+    expect(badUrl.json().error.code).toBe("invalid_request");
   });
 
   it("with server.decisionToken, routing and reports need it", async () => {
