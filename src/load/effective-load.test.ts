@@ -90,9 +90,26 @@ describe("effectiveLoad (the combining rule)", () => {
     expect(load.pendingPrefillTokens).toBeCloseTo(2 * 2048);
     expect(load.activeBlocks).toBeCloseTo(2 * 128);
     expect(load.confirmedKvLoad).toBe(0.1);
-    // Requests routed after the scrape still count in full (the engine cannot know them).
-    t.add("fresh", A, { prefillTokens: 512, blocks: 32, nowMs: 2500 });
-    const next = effectiveLoad(snap, t.totals(A), t.totalsSince(A, snap.atMs), null);
-    expect(next.pendingPrefillTokens).toBeCloseTo(2 * 2048 + 512);
+    // Requests routed since count in the share the engine confirmed of the older ones
+    // (2 of 100): the client that never sends cannot inflate X between scrapes either.
+    for (let i = 0; i < 50; i++) {
+      t.add(`ghost-new-${i}`, A, { prefillTokens: 2048, blocks: 128, nowMs: 2500 });
+    }
+    const next = effectiveLoad(snap, t.totals(A), t.totalsSince(A, snap.atMs), 1000);
+    expect(next.pendingPrefillTokens).toBeCloseTo(2 * 2048 + 50 * 2048 * 0.02);
+    expect(next.waiting).toBeCloseTo(1 + 50 * 0.02);
+    expect(next.activeBlocks).toBeCloseTo(0.1 * 1000 + 50 * 128 * 0.02);
+    expect(next.confirmedKvLoad).toBe(0.1);
+  });
+
+  it("trusts newer predictions in full while the engine confirms the older ones", () => {
+    const t = new InFlightTracker({ prefillTtlMs: 60_000, ttlMs: 600_000 });
+    for (let i = 0; i < 10; i++) t.add(`old-${i}`, A, { prefillTokens: 64, blocks: 4, nowMs: 1 });
+    const snap: LoadSnapshot = { running: 6, waiting: 4, kvUsage: 0.2, atMs: 10 };
+    for (let i = 0; i < 5; i++) t.add(`new-${i}`, A, { prefillTokens: 64, blocks: 4, nowMs: 11 });
+    const load = effectiveLoad(snap, t.totals(A), t.totalsSince(A, snap.atMs), 100);
+    expect(load.waiting).toBe(4 + 5);
+    expect(load.activeBlocks).toBeCloseTo(20 + 5 * 4);
+    expect(load.pendingPrefillTokens).toBe(15 * 64);
   });
 });
