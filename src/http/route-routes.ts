@@ -33,7 +33,10 @@ export function registerRouteRoutes(
   const { router } = deps;
   // Checked before the body is read; the body nests 2 levels (token_ids, overrides).
   const opts = {
-    onRequest: requireBearer(limits.decisionToken, "server.decisionToken"),
+    onRequest:
+      limits.decisionToken === null
+        ? []
+        : [requireBearer(limits.decisionToken, "server.decisionToken")],
     config: { maxJsonDepth: 2 },
   };
 

@@ -124,10 +124,11 @@ export class Drain {
 
   /** Install the `onRequest` hook (first, before auth and body parsing). */
   install(app: FastifyInstance): void {
-    app.addHook("onRequest", async (_req, reply) => {
-      if (!this.#active) return;
+    // Callback style: on the hot path this is one boolean test, no promise.
+    app.addHook("onRequest", (_req, reply, done) => {
+      if (!this.#active) return done();
       reply.header("connection", "close");
-      return reply
+      reply
         .status(ERROR_CODES.shutting_down.status)
         .send(errorBody("shutting_down", "the router is shutting down; retry on another instance"));
     });
