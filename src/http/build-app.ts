@@ -7,7 +7,9 @@
  * runs two regular expressions over the whole text (~10 µs for an 8k-token body). Every
  * route that reads a body has a schema with `additionalProperties: false` at every level,
  * which already rejects those keys with a 400 naming them (tested in
- * test/http-edge-cases.test.ts); a new route reading a body must keep that rule.
+ * test/http-edge-cases.test.ts); a new route reading a body must keep that rule. The JSON
+ * parser is our own (`json-depth.ts`: a nesting check, then `JSON.parse`); server limits,
+ * the server's own errors and the shutdown drain are in `server-limits.ts`.
  */
 
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
