@@ -107,7 +107,7 @@ describe("Router.route", () => {
     if (!r.ok) throw new Error(r.error.message);
     const d = r.decision;
     expect(d).toMatchObject({
-      requestId: "kvr-1",
+      requestId: expect.stringMatching(/^kvr-[0-9a-f]{32}$/),
       worker: b,
       workerId: "b",
       dpRank: 1,
@@ -302,5 +302,70 @@ describe("Router.match", () => {
       ],
     });
     expect(inFlight.size).toBe(0);
+  });
+});
+
+describe("Router: callers that never report", () => {
+  it("generates unguessable request ids (128 random bits)", () => {
+    const { router, add } = setup();
+    add("a");
+    const ids = new Set<string>();
+    for (let i = 0; i < 50; i++) {
+      const r = router.route({ tokenIds: prompt(8, i) }, 100);
+      if (!r.ok) throw new Error(r.error.message);
+      expect(r.decision.requestId).toMatch(/^kvr-[0-9a-f]{32}$/);
+      ids.add(r.decision.requestId);
+    }
+    expect(ids.size).toBe(50);
+  });
+
+  it("caps in-flight records per worker, dropping and counting the oldest", () => {
+    const { router, inFlight, add } = setup({ maxInFlightPerWorker: 3 });
+    const a = add("a");
+    for (let i = 0; i < 5; i++) {
+      expect(router.route({ tokenIds: prompt(8), requestId: `r${i}` }, 100 + i).ok).toBe(true);
+    }
+    expect(inFlight.totals(a).activeRequests).toBe(3);
+    expect(router.droppedInFlight).toBe(2);
+    expect(["r0", "r1", "r2", "r3", "r4"].map((id) => inFlight.has(id))).toEqual([
+      false,
+      false,
+      true,
+      true,
+      true,
+    ]);
+  });
+
+  it("unreported predictions alone never exclude the worker holding the prefix", () => {
+    // Default exclusion rules (hard cap 0.97, outliers at mean + 2 std).
+    const { router, loads, add, index } = setup({ config: resolveSchedulerConfig({}) });
+    const a = add("a", { numGpuBlocks: 100 });
+    const b = add("b", { numGpuBlocks: 100 });
+    const p = prompt(40);
+    index.hold(a, p);
+    for (const k of [a, b]) {
+      loads.update(k, { running: 0, waiting: 0, kvUsage: 0.1, numGpuBlocks: 100, atMs: 50 }, 50);
+    }
+    // An attacker routes the same prompt 30 times and never sends or reports it:
+    // 30 × 10 predicted blocks on a, three times its capacity.
+    for (let i = 0; i < 30; i++) {
+      const r = router.route({ tokenIds: p, requestId: `ghost-${i}` }, 100);
+      if (!r.ok) throw new Error(r.error.message);
+    }
+    const r = router.route({ tokenIds: p, requestId: "honest" }, 100);
+    if (!r.ok) throw new Error(r.error.message);
+    const ca = r.decision.candidates.find((c) => c.worker === a)!;
+    expect(ca.kvLoad).toBeGreaterThan(1); // the prediction is visible in the cost…
+    expect(ca.excluded).toBeNull(); // …but cannot exclude a on its own (before: kv_hard_cap)
+    // The next scrape shows none of them: a wins its prefix back.
+    loads.update(a, { running: 0, waiting: 0, kvUsage: 0.1, numGpuBlocks: 100, atMs: 120 }, 120);
+    const back = router.route({ tokenIds: p, requestId: "honest-2" }, 130);
+    expect(back.ok && back.decision.worker).toBe(a);
+    // The engine's own figure still excludes.
+    loads.update(a, { running: 9, waiting: 9, kvUsage: 0.99, numGpuBlocks: 100, atMs: 150 }, 150);
+    const full = router.route({ tokenIds: p, requestId: "after-scrape" }, 200);
+    if (!full.ok) throw new Error(full.error.message);
+    expect(full.decision.candidates.find((c) => c.worker === a)!.excluded).toBe("kv_hard_cap");
+    expect(full.decision.worker).toBe(b);
   });
 });

@@ -24,6 +24,7 @@ import type {
   SelectReason,
   TierOverlap,
 } from "./scheduler/types.js";
+import { randomRequestId } from "./util/request-id.js";
 
 export interface RouterDeps {
   readonly index: PrefixIndex;
@@ -37,8 +38,10 @@ export interface RouterDeps {
   readonly clock?: () => number;
   /** Extra index keys of shared stores (besides registry entries of kind mooncake-store). */
   readonly storeHolders?: readonly WorkerKey[];
-  /** Request id generator for requests without one; default `kvr-<n>`. */
+  /** Id generator for requests without one; default `randomRequestId` (128 random bits). */
   readonly newRequestId?: () => string;
+  /** Most in-flight records per worker; past it the oldest is dropped, counted. Default ∞. */
+  readonly maxInFlightPerWorker?: number;
 }
 
 export interface RouteRequest {
@@ -125,7 +128,7 @@ export class Router {
   readonly #d: RouterDeps;
   #config: SchedulerConfig;
   readonly #clock: () => number;
-  #nextId = 0;
+  #droppedInFlight = 0;
   #storeCache: { version: number; keys: ReadonlySet<WorkerKey> } = { version: -1, keys: new Set() };
 
   constructor(deps: RouterDeps) {
@@ -136,6 +139,11 @@ export class Router {
 
   get config(): SchedulerConfig {
     return this.#config;
+  }
+
+  /** In-flight records dropped because their worker was at `maxInFlightPerWorker`. */
+  get droppedInFlight(): number {
+    return this.#droppedInFlight;
   }
 
   /** Replace the scheduler config (already validated) for subsequent decisions. */
@@ -201,6 +209,12 @@ export class Router {
     const requestId = req.requestId ?? this.#generateId();
     const prefillTokens = Math.round(b.newPrefillBlocks * blockSize);
     const blocks = Math.ceil(promptTokens / blockSize);
+    // The cap bounds what callers that never report can pile on one worker: the oldest
+    // record (the likeliest to be unreported) makes room, and is counted.
+    const cap = d.maxInFlightPerWorker;
+    if (cap !== undefined && d.inFlight.totals(chosen.key).activeRequests >= cap) {
+      if (d.inFlight.dropOldest(chosen.key) !== null) this.#droppedInFlight++;
+    }
     const added = d.inFlight.add(requestId, chosen.key, { prefillTokens, blocks, nowMs });
     if (!added.ok) {
       return fail(
@@ -306,7 +320,7 @@ export class Router {
   #generateId(): string {
     const gen = this.#d.newRequestId;
     for (;;) {
-      const id = gen === undefined ? `kvr-${++this.#nextId}` : gen();
+      const id = gen === undefined ? randomRequestId() : gen();
       if (!this.#d.inFlight.has(id)) return id;
     }
   }

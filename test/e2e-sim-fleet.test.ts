@@ -3,8 +3,9 @@
  * processes (`kvrouter serve`, `kvrouter sim-worker`), over real ZeroMQ and HTTP.
  * - a prompt whose prefix only worker B holds is routed to B;
  * - after B evicts it (LRU, by serving other prompts), routing follows the new state;
- * - B killed (SIGKILL) and restarted on the same ports: the router notices the new
- *   engine (its old entries are dropped) and routes to B again once B caches the prompt.
+ * - B killed (SIGKILL): it leaves the candidates at once although it holds the prompt;
+ * - B restarted on the same ports: the router notices the new engine (its old entries
+ *   are dropped) and routes to B again once B caches the prompt.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -128,6 +129,25 @@ describe("router + simulated workers as processes", () => {
       (n) => n === 10,
     );
     process.kill(b.pid, "SIGKILL");
+    // Dead: out of the candidates as soon as the router sees its event stream drop or a
+    // scrape refused, although it holds the whole prompt (before: ~staleAfterMs of traffic).
+    await until(
+      "B marked unreachable",
+      async () => {
+        const r = await fetch(`${router}/v1/workers`);
+        const body = (await r.json()) as {
+          workers: { id: string; ranks: { load: { unreachable: string | null } }[] }[];
+        };
+        return body.workers.find((w) => w.id === b.id)?.ranks[0]?.load.unreachable ?? null;
+      },
+      (reason) => reason !== null,
+    );
+    for (let i = 0; i < 5; i++) {
+      const r = await post(`${router}/v1/route`, { token_ids: PROMPT });
+      expect(r.status).toBe(200);
+      expect(r.json.worker.id).not.toBe(b.id);
+      await post(`${router}/v1/requests/${r.json.request_id}/done`, {});
+    }
     const samePorts: Record<string, string> = {
       "--port": port(b.url),
       "--events-port": port(b.events),

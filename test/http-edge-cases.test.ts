@@ -171,19 +171,12 @@ describe("malformed requests", () => {
   it("rejects __proto__ and constructor keys by schema, naming them", async () => {
     const s = await service();
     const json = { "content-type": "application/json" };
+    // Values one level deep: deeper ones are refused earlier as json_too_deep.
     const cases: [string, string, string][] = [
       ["/v1/route", '{"token_ids":[1],"__proto__":{"x":1}}', "body/__proto__"],
-      ["/v1/match", '{"token_ids":[1],"constructor":{"prototype":{}}}', "body/constructor"],
-      [
-        "/v1/route",
-        '{"token_ids":[1],"overrides":{"__proto__":{"temperature":9}}}',
-        "body/overrides/__proto__",
-      ],
-      [
-        "/v1/workers",
-        '{"id":"p","url":"http://127.0.0.1:9301","__proto__":{"kind":"x"}}',
-        "body/__proto__",
-      ],
+      ["/v1/match", '{"token_ids":[1],"constructor":{"prototype":1}}', "body/constructor"],
+      ["/v1/route", '{"token_ids":[1],"overrides":{"__proto__":9}}', "body/overrides/__proto__"],
+      ["/v1/workers", '{"id":"p","url":"http://127.0.0.1:9301","__proto__":"x"}', "body/__proto__"],
     ];
     for (const [url, payload, path] of cases) {
       const res = await s.app.inject({ method: "POST", url, headers: json, payload });

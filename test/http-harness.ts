@@ -22,7 +22,9 @@ export async function startTestService(
   raw: Record<string, unknown> = {},
   options: { nowMs?: () => number } = {},
 ): Promise<TestService> {
-  const result = validateConfig({ log: { level: "info" }, ...raw });
+  // No drain on close unless a test asks for one (fetch keeps sockets open between tests).
+  const server = { drainMs: 0, ...(raw.server as Record<string, unknown> | undefined) };
+  const result = validateConfig({ log: { level: "info" }, ...raw, server });
   if (!result.ok) throw new Error(JSON.stringify(result.issues));
   const logs: Record<string, unknown>[] = [];
   const destination = new Writable({

@@ -77,7 +77,7 @@ describe("mutating worker routes need the bearer token", () => {
     expect(none.statusCode).toBe(401);
     expect(none.json().error).toEqual({
       code: "unauthorized",
-      message: "this route needs an Authorization: Bearer <token> header",
+      message: "this route needs an Authorization: Bearer <token> header (server.authToken is set)",
     });
     const basic = await s.app.inject({ ...call, headers: { authorization: "Basic abc" } });
     expect(basic.json().error.message).toBe("the Authorization header must be 'Bearer <token>'");

@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { MetricsScraper, type ScrapeTarget } from "../src/ingest/metrics-scraper.js";
 import { LoadTracker } from "../src/load/load-tracker.js";
@@ -9,12 +11,19 @@ import { workerKey } from "../src/protocol/worker.js";
 const fixture = (name: string) =>
   readFileSync(new URL(`./fixtures/metrics/${name}`, import.meta.url), "utf8");
 
-type Mode = "ok" | "500" | "hang" | "garbage";
+type Mode = "ok" | "500" | "hang" | "garbage" | "trickle" | "flood";
+
+/** `gc()` inside a vitest worker (no --expose-gc flag needed). */
+function exposeGc(): () => void {
+  setFlagsFromString("--expose-gc");
+  return runInNewContext("gc") as () => void;
+}
 
 /** A real HTTP server on loopback whose /metrics behaviour the test switches. */
 async function metricsServer(body: string) {
   const state = { mode: "ok" as Mode, hits: 0, body };
   const hanging: import("node:http").ServerResponse[] = [];
+  const timers: NodeJS.Timeout[] = [];
   const server: Server = createServer((req, res) => {
     state.hits++;
     if (req.url !== "/metrics") {
@@ -34,6 +43,25 @@ async function metricsServer(body: string) {
       case "hang":
         hanging.push(res);
         return;
+      case "trickle": {
+        // Headers at once, then one byte every 10 ms, forever.
+        hanging.push(res);
+        res.writeHead(200, { "content-type": "text/plain" });
+        timers.push(setInterval(() => res.write("#"), 10));
+        return;
+      }
+      case "flood": {
+        // An endless body without content-length, as fast as the socket takes it.
+        hanging.push(res);
+        res.writeHead(200, { "content-type": "text/plain" });
+        const chunk = Buffer.alloc(16 * 1024, "#");
+        const pump = () => {
+          while (!res.destroyed && res.write(chunk)) {}
+          if (!res.destroyed) res.once("drain", pump);
+        };
+        pump();
+        return;
+      }
     }
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -42,6 +70,7 @@ async function metricsServer(body: string) {
     state,
     url: `http://127.0.0.1:${port}/metrics`,
     close: async () => {
+      for (const t of timers) clearInterval(t);
       for (const r of hanging) r.destroy();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -68,7 +97,9 @@ describe("MetricsScraper over real HTTP", () => {
     srv = await metricsServer(fixture("vllm-current.txt"));
     now = 1000;
     tracker = new LoadTracker({ staleAfterMs: 500 });
-    scraper = new MetricsScraper({ tracker, intervalMs: 20, timeoutMs: 200, nowMs: () => now });
+    // A long timeout: these tests check outcomes, not speed (a loaded machine once took
+    // more than 200 ms to answer the first scrape). The deadline tests make their own.
+    scraper = new MetricsScraper({ tracker, intervalMs: 20, timeoutMs: 30_000, nowMs: () => now });
   });
 
   afterEach(async () => {
@@ -129,12 +160,54 @@ describe("MetricsScraper over real HTTP", () => {
     });
   });
 
+  /** A scraper with a short deadline, for the tests of the deadline itself. */
+  const shortScraper = (extra: { maxBodyBytes?: number } = {}) =>
+    new MetricsScraper({ tracker, intervalMs: 20, timeoutMs: 200, nowMs: () => now, ...extra });
+
   it("times out a scrape that never answers", async () => {
     srv.state.mode = "hang";
-    scraper.add(target());
-    const r = await scraper.scrapeOnce(key);
+    const s = shortScraper();
+    s.add(target());
+    const r = await s.scrapeOnce(key);
+    await s.stop();
     expect(r).toEqual({ ok: false, error: "timeout after 200 ms" });
-    expect(scraper.stats()[0]!.errors).toBe(1);
+    expect(s.stats()[0]!.errors).toBe(1);
+  });
+
+  // Bound checks: each scrape must end with the deadline's error. Before the scraper owned
+  // its timer, `AbortSignal.any` lost its timeout under GC and these waited for undici's
+  // 300 s (the test's own timeout then fails them).
+  it("the deadline fires for hanging and trickling workers while GC runs", async () => {
+    const gc = exposeGc();
+    const gcLoop = setInterval(gc, 2);
+    try {
+      for (const mode of ["hang", "trickle"] as const) {
+        srv.state.mode = mode;
+        const s = shortScraper();
+        const keys = Array.from({ length: 20 }, (_, i) => workerKey(`${mode}-${i}`, 0));
+        for (const k of keys) s.add({ ...target(), key: k });
+        const results = await Promise.all(keys.map((k) => s.scrapeOnce(k)));
+        await s.stop();
+        expect(results).toEqual(keys.map(() => ({ ok: false, error: "timeout after 200 ms" })));
+      }
+    } finally {
+      clearInterval(gcLoop);
+    }
+  }, 60_000);
+
+  it("stops reading an endless body at maxBodyBytes", async () => {
+    srv.state.mode = "flood";
+    const s = new MetricsScraper({
+      tracker,
+      intervalMs: 20,
+      timeoutMs: 30_000,
+      nowMs: () => now,
+      maxBodyBytes: 64 * 1024,
+    });
+    s.add(target());
+    const r = await s.scrapeOnce(key);
+    await s.stop();
+    expect(r).toEqual({ ok: false, error: "body exceeds 65536 bytes" });
   });
 
   it("reports a refused connection", async () => {
@@ -142,7 +215,15 @@ describe("MetricsScraper over real HTTP", () => {
     await srv.close();
     const r = await scraper.scrapeOnce(key);
     expect(!r.ok && r.error).toMatch(/ECONNREFUSED/);
-    srv = await metricsServer(""); // afterEach closes something valid
+    // Nothing answered: out of the candidates at once, not after load.staleAfterMs.
+    expect(tracker.view(key, now)).toMatchObject({
+      stale: true,
+      unreachable: /^scrape: ECONNREFUSED/,
+    });
+    srv = await metricsServer(fixture("vllm-current.txt")); // afterEach closes something valid
+    scraper.add({ ...target(), metricsUrl: srv.url });
+    expect((await scraper.scrapeOnce(key)).ok).toBe(true);
+    expect(tracker.view(key, now)).toMatchObject({ stale: false, unreachable: null });
   });
 
   it("scrapes periodically once started and stops cleanly", async () => {

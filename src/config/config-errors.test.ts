@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type LoadConfigOptions, loadConfig } from "./index.js";
+import { type LoadConfigOptions, loadConfig, validateConfig } from "./index.js";
 
 function problems(file: string | null, opts: Partial<LoadConfigOptions> = {}): string[] {
   const outcome = loadConfig({
@@ -49,7 +49,7 @@ describe("config validation names the key and the bad value", () => {
     ],
     [
       "scheduler:\n  temperature: -1\n",
-      "scheduler.temperature: must be a finite number ≥ 0, got -1",
+      "scheduler.temperature: must be a number in 0..1000000, got -1",
     ],
     [
       "scheduler:\n  weights:\n    host: 2\n",
@@ -124,18 +124,18 @@ describe("config validation names the key and the bad value", () => {
     );
     expect(found).toEqual([
       'scheduler.stalePolicy: must be one of exclude, penalise, got "drop"',
-      'scheduler.weights.queue: must be a finite number ≥ 0, got "x"',
+      'scheduler.weights.queue: must be a number in 0..1000000, got "x"',
       "scheduler.weights.host: must be a number in 0..1, got 2",
-      "scheduler.temperature: must be a finite number ≥ 0, got -1",
+      "scheduler.temperature: must be a number in 0..1000000, got -1",
     ]);
     expect(problems(null, { env: { KVROUTER_SCHEDULER_TEMPERATURE: "" } })).toEqual([
-      'scheduler.temperature (from KVROUTER_SCHEDULER_TEMPERATURE): must be a finite number ≥ 0, got ""',
+      'scheduler.temperature (from KVROUTER_SCHEDULER_TEMPERATURE): must be a number in 0..1000000, got ""',
     ]);
   });
 
   it("treats null as an error in the scheduler section too, except for the two thresholds", () => {
     expect(problems("scheduler:\n  temperature: null\n  stalePenalty: null\n")).toEqual([
-      "scheduler.temperature: must be a finite number ≥ 0, got null",
+      "scheduler.temperature: must be a number in 0..1000000, got null",
       "scheduler.stalePenalty: must be a finite number ≥ 0, got null",
     ]);
     expect(problems("scheduler:\n  weights: null\n")).toEqual([
@@ -179,7 +179,7 @@ describe("config validation names the key and the bad value", () => {
       'server.port (from KVROUTER_SERVER_PORT): must be an integer in [0, 65535], got "eighty"',
     ]);
     expect(problems(null, { env: { KVROUTER_SCHEDULER_WEIGHTS_QUEUE: "-2" } })).toEqual([
-      "scheduler.weights.queue (from KVROUTER_SCHEDULER_WEIGHTS_QUEUE): must be a finite number ≥ 0, got -2",
+      "scheduler.weights.queue (from KVROUTER_SCHEDULER_WEIGHTS_QUEUE): must be a number in 0..1000000, got -2",
     ]);
     expect(problems(null, { env: { KVROUTER_WORKERS: "[{" } })[0]).toMatch(
       /^KVROUTER_WORKERS: must be a JSON list of workers/,
@@ -218,5 +218,35 @@ describe("config validation names the key and the bad value", () => {
     expect(outcome.kind === "ok" && outcome.warnings).toEqual([
       "ignoring unknown environment variable KVROUTER_SERVR_PORT; did you mean KVROUTER_SERVER_PORT?",
     ]);
+  });
+
+  it("refuses a non-loopback address without a token, unless told explicitly", () => {
+    const issues = (raw: unknown) => {
+      const r = validateConfig(raw);
+      return r.ok ? [] : r.issues;
+    };
+    const open = issues({ server: { host: "0.0.0.0" } });
+    expect(open).toHaveLength(1);
+    expect(open[0]!.key).toBe("server.authToken");
+    expect(open[0]!.message).toMatch(/"0\.0\.0\.0", which is not a loopback address/);
+    expect(open[0]!.message).toMatch(/server\.allowUnauthenticated: true/);
+    expect(issues({ server: { host: "0.0.0.0", authToken: "s3cret" } })).toEqual([]);
+    expect(issues({ server: { host: "::", allowUnauthenticated: true } })).toEqual([]);
+    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"]) {
+      expect(issues({ server: { host } })).toEqual([]);
+    }
+    for (const host of ["10.0.0.5", "::", "router.internal", "128.0.0.1"]) {
+      expect(issues({ server: { host } }).map((i) => i.key)).toEqual(["server.authToken"]);
+    }
+    expect(issues({ server: { requestTimeoutMs: 1000, headersTimeoutMs: 2000 } })).toEqual([
+      {
+        key: "server.headersTimeoutMs",
+        message: "must not exceed server.requestTimeoutMs (1000), got 2000",
+      },
+    ]);
+    expect(issues({ server: { allowUnauthenticated: "yes" } })[0]).toMatchObject({
+      key: "server.allowUnauthenticated",
+      message: 'must be true or false, got "yes"',
+    });
   });
 });

@@ -38,10 +38,19 @@ describe("loadConfig", () => {
       port: 8080,
       bodyLimitBytes: 4 * 1024 * 1024,
       authToken: null,
+      allowUnauthenticated: false,
+      decisionToken: null,
+      requestTimeoutMs: 30_000,
+      headersTimeoutMs: 10_000,
+      keepAliveTimeoutMs: 72_000,
+      maxConnections: 8192,
+      drainMs: 2000,
+      maxJsonDepth: 64,
       maxPromptTokens: 262_144,
       maxTokenId: 16_777_215,
       onAllStale: "route",
     });
+    expect(c.inFlight.maxPerWorker).toBe(8192);
     expect(c.index.blockSize).toBe(16);
     expect(c.scheduler).toEqual(DEFAULT_SCHEDULER_CONFIG);
     expect(c.log.level).toBe("info");
@@ -172,10 +181,14 @@ describe("loadConfig", () => {
     expect(envNameOf("server", "port")).toBe("KVROUTER_SERVER_PORT");
   });
 
-  it("masks the auth token in printable copies", () => {
-    const c = ok(load(null, { argv: ["--auth-token", "s3cret"] }));
+  it("masks the tokens in printable copies", () => {
+    const c = ok(
+      load(null, { argv: ["--auth-token", "s3cret", "--set", "server.decisionToken=d3cision"] }),
+    );
     expect(JSON.stringify(redactConfig(c))).not.toContain("s3cret");
+    expect(JSON.stringify(redactConfig(c))).not.toContain("d3cision");
     expect(c.server.authToken).toBe("s3cret");
+    expect(c.server.decisionToken).toBe("d3cision");
   });
 
   it("answers --help with the usage text", () => {

@@ -22,6 +22,7 @@ export type FieldSpec =
       readonly doc: string;
     }
   | { readonly kind: "string"; readonly default: string; readonly doc: string }
+  | { readonly kind: "bool"; readonly default: boolean; readonly doc: string }
   | { readonly kind: "optional-string"; readonly default: null; readonly doc: string }
   | {
       readonly kind: "enum";
@@ -49,6 +50,58 @@ export const FIELDS = {
       kind: "optional-string",
       default: null,
       doc: "bearer token required by mutating worker routes (unset = open)",
+    },
+    allowUnauthenticated: {
+      kind: "bool",
+      default: false,
+      doc: "listen on a non-loopback address without authToken (refused otherwise)",
+    },
+    decisionToken: {
+      kind: "optional-string",
+      default: null,
+      doc: "bearer token required by /v1/route, /v1/match and the lifecycle reports (unset = open)",
+    },
+    requestTimeoutMs: {
+      kind: "int",
+      min: 0,
+      max: DAY_MS,
+      default: 30_000,
+      doc: "longest time to receive a whole request, headers and body (0 = none)",
+    },
+    headersTimeoutMs: {
+      kind: "int",
+      min: 1,
+      max: DAY_MS,
+      default: 10_000,
+      doc: "longest time to receive a request's headers",
+    },
+    keepAliveTimeoutMs: {
+      kind: "int",
+      min: 1,
+      max: DAY_MS,
+      default: 72_000,
+      doc: "an idle keep-alive connection is closed after this long",
+    },
+    maxConnections: {
+      kind: "int",
+      min: 1,
+      max: 1_000_000,
+      default: 8192,
+      doc: "open HTTP connections accepted at once (more are closed at accept)",
+    },
+    drainMs: {
+      kind: "int",
+      min: 0,
+      max: 60_000,
+      default: 2000,
+      doc: "on SIGTERM, how long requests on open connections get 503 + Connection: close before they are closed",
+    },
+    maxJsonDepth: {
+      kind: "int",
+      min: 2,
+      max: 1000,
+      default: 64,
+      doc: "deepest JSON nesting accepted on routes that do not set their own (400 above)",
     },
     maxPromptTokens: {
       kind: "int",
@@ -117,6 +170,13 @@ export const FIELDS = {
       max: DAY_MS,
       default: 600_000,
       doc: "forget a routed request after this long without `done`",
+    },
+    maxPerWorker: {
+      kind: "int",
+      min: 1,
+      max: 10_000_000,
+      default: 8192,
+      doc: "most in-flight records per worker; the oldest is dropped (and counted) past it",
     },
   },
   events: {

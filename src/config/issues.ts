@@ -3,6 +3,8 @@
  * section validator and the worker validator share one vocabulary.
  */
 
+import { clip, preview } from "../util/truncate.js";
+
 /** One problem: `key` is a dotted path (`server.port`, `workers[2].url`). */
 export interface ConfigIssue {
   readonly key: string;
@@ -12,11 +14,13 @@ export interface ConfigIssue {
 /** Short, unambiguous rendering of a bad value for messages. */
 export function show(value: unknown): string {
   if (value === undefined) return "nothing";
-  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "string") return JSON.stringify(clip(value));
   if (typeof value === "bigint") return `${value}`;
-  const json = JSON.stringify(value);
-  if (json === undefined) return String(value);
-  return json.length > 80 ? `${json.slice(0, 77)}...` : json;
+  if (value === null || typeof value !== "object") {
+    const json = JSON.stringify(value);
+    return json === undefined ? String(value) : clip(json);
+  }
+  return preview(value);
 }
 
 export function isPlainObject(v: unknown): v is Record<string, unknown> {

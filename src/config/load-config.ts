@@ -104,10 +104,15 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigOutcome {
   return { kind: "ok", config: result.config, file, check: args.check, warnings: env.warnings };
 }
 
-/** A copy safe to print or log: the auth token is masked. */
+/** A copy safe to print or log: the tokens are masked. */
 export function redactConfig(config: KvrouterConfig): KvrouterConfig {
+  const mask = (t: string | null) => (t === null ? null : "***");
   return {
     ...config,
-    server: { ...config.server, authToken: config.server.authToken === null ? null : "***" },
+    server: {
+      ...config.server,
+      authToken: mask(config.server.authToken),
+      decisionToken: mask(config.server.decisionToken),
+    },
   };
 }

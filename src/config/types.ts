@@ -52,6 +52,22 @@ export interface ServerConfig {
   readonly bodyLimitBytes: number;
   /** When set, mutating worker routes need `Authorization: Bearer <token>`. */
   readonly authToken: string | null;
+  /** Listen on a non-loopback address without `authToken` (refused at start-up otherwise). */
+  readonly allowUnauthenticated: boolean;
+  /** When set, `/v1/route`, `/v1/match` and the lifecycle reports need this bearer token. */
+  readonly decisionToken: string | null;
+  /** Longest time to receive a whole request (0 = none). */
+  readonly requestTimeoutMs: number;
+  /** Longest time to receive a request's headers. */
+  readonly headersTimeoutMs: number;
+  /** Idle keep-alive connections are closed after this long. */
+  readonly keepAliveTimeoutMs: number;
+  /** Open connections accepted at once. */
+  readonly maxConnections: number;
+  /** On shutdown, how long open connections get 503 + `Connection: close` before closing. */
+  readonly drainMs: number;
+  /** Deepest JSON nesting on routes that set no depth of their own. */
+  readonly maxJsonDepth: number;
   /** Longest accepted prompt, in tokens. */
   readonly maxPromptTokens: number;
   /** Largest accepted token id (vocabularies stay well below this). */
@@ -80,6 +96,8 @@ export interface InFlightConfig {
   readonly prefillTtlMs: number;
   /** A routed request with no `done` after this long is forgotten. */
   readonly ttlMs: number;
+  /** Most in-flight records per worker (oldest dropped past it). */
+  readonly maxPerWorker: number;
 }
 
 export interface EventsConfig {

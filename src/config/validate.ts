@@ -39,6 +39,9 @@ export function checkField(
     case "string":
       if (typeof value !== "string") return { ok: false, message: "must be a string" };
       return { ok: true, value };
+    case "bool":
+      if (typeof value !== "boolean") return { ok: false, message: "must be true or false" };
+      return { ok: true, value };
     case "optional-string":
       if (value === null) return { ok: true, value: null };
       if (typeof value !== "string" || value === "") {
@@ -143,6 +146,34 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
       message: `must not exceed inFlight.ttlMs (${inFlight.ttlMs}), got ${inFlight.prefillTtlMs}`,
     });
   }
+  const timeouts = out.server as { headersTimeoutMs: number; requestTimeoutMs: number };
+  if (
+    valid("server.headersTimeoutMs", "server.requestTimeoutMs") &&
+    timeouts.requestTimeoutMs > 0 &&
+    timeouts.headersTimeoutMs > timeouts.requestTimeoutMs
+  ) {
+    issues.push({
+      key: at("server.headersTimeoutMs"),
+      message: `must not exceed server.requestTimeoutMs (${timeouts.requestTimeoutMs}), got ${timeouts.headersTimeoutMs}`,
+    });
+  }
+  const server = out.server as { host: string; authToken: string | null };
+  const allow = out.server!.allowUnauthenticated === true;
+  if (
+    valid("server.host", "server.authToken") &&
+    server.authToken === null &&
+    !allow &&
+    !isLoopbackHost(server.host)
+  ) {
+    issues.push({
+      key: at("server.authToken"),
+      message:
+        `is not set but server.host is ${show(server.host)}, which is not a loopback address: ` +
+        "anyone who reaches the port could add or delete workers and push fake load. Set " +
+        "server.authToken (KVROUTER_SERVER_AUTH_TOKEN), or listen on 127.0.0.1, or set " +
+        "server.allowUnauthenticated: true if the network in front of the router is trusted",
+    });
+  }
   if (issues.length > 0) return { ok: false, issues };
   const config = { ...out, scheduler, workers } as unknown as KvrouterConfig;
   return { ok: true, config: deepFreeze(config) };
@@ -204,6 +235,21 @@ function validateScheduler(
     return null;
   }
   return issues.length === before ? result.config : null;
+}
+
+/**
+ * Whether `host` only accepts connections from this machine: `localhost`, 127.0.0.0/8,
+ * `::1` (and its IPv4-mapped forms). Anything else, hostnames included, is treated as
+ * reachable from the network.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const h = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, "");
+  if (h === "localhost" || h === "::1" || h === "0:0:0:0:0:0:0:1") return true;
+  const v4 = h.startsWith("::ffff:") ? h.slice(7) : h;
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
 }
 
 /** Freeze an object graph so nobody mutates the config after start-up. */

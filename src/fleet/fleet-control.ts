@@ -22,4 +22,10 @@ export interface FleetControl {
   add(worker: WorkerConfig): Promise<FleetAddResult>;
   /** False if no such worker. */
   remove(id: string): Promise<boolean>;
+  /**
+   * A caller could not connect to this worker rank (refused, reset, timed out): take it
+   * out of the candidates at once; it is back at its next successful scrape or push (a
+   * scrape is started now). False if no such rank is registered. Rules: docs/load.md.
+   */
+  markUnreachable(key: WorkerKey, reason: string): boolean;
 }

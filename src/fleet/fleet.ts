@@ -12,11 +12,11 @@ import type { SubscriberPool } from "../ingest/subscriber-pool.js";
 import type { InFlightTracker } from "../load/in-flight.js";
 import type { LoadTracker } from "../load/load-tracker.js";
 import { type WorkerRegistry, WorkerSpecError } from "../load/worker-registry.js";
-import { workerKey } from "../protocol/worker.js";
+import { type WorkerKey, workerKey } from "../protocol/worker.js";
 import type { FleetAddResult, FleetControl } from "./fleet-control.js";
 
 /** Periodic load scraping per worker rank (a `MetricsScraper`). */
-export type ScrapeControl = Pick<MetricsScraper, "add" | "remove">;
+export type ScrapeControl = Pick<MetricsScraper, "add" | "remove" | "scrapeOnce">;
 
 export interface FleetDeps {
   readonly index: PrefixIndex;
@@ -98,6 +98,37 @@ export class Fleet implements FleetControl {
     }
     this.#workers.set(w.id, w);
     return { ok: true, keys };
+  }
+
+  markUnreachable(key: WorkerKey, reason: string): boolean {
+    const d = this.#d;
+    if (d.registry.get(key) === undefined) return false;
+    d.loads.markUnreachable(key, "caller", reason, d.nowMs());
+    this.#probe(key);
+    return true;
+  }
+
+  /**
+   * A KV event stream connected or lost its publisher (`SubscriberPool` deps'
+   * `onConnection`). A lost stream takes the rank out at once; a reconnect clears that
+   * and, for a scraped worker, asks for its load now so that it is back as soon as it
+   * answers.
+   */
+  onStreamConnection(key: WorkerKey, connected: boolean): void {
+    const d = this.#d;
+    if (d.registry.get(key) === undefined) return;
+    if (connected) {
+      d.loads.markReachable(key, "events");
+      this.#probe(key);
+    } else {
+      d.loads.markUnreachable(key, "events", "kv event stream disconnected", d.nowMs());
+    }
+  }
+
+  /** Scrape a rank now when it is scraped (a push-only worker waits for its next push). */
+  #probe(key: WorkerKey): void {
+    if (this.#d.registry.get(key)?.metricsUrl == null) return;
+    void this.#d.scrapes.scrapeOnce(key);
   }
 
   /** Stop streams and scraping, forget load, in-flight records and index blocks. */

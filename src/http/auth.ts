@@ -1,7 +1,10 @@
 /**
- * Bearer-token guard for the routes that change the fleet. With no token configured the
- * guard is open (the default binds to loopback only); with one, a missing or different
- * token is a 401. The comparison takes the same time whatever the token's content.
+ * Bearer-token guards: `server.authToken` for the routes that change the fleet,
+ * `server.decisionToken` for the decision API (`/v1/route`, `/v1/match`) and the
+ * lifecycle reports. With no token configured a guard is open (the default binds to
+ * loopback only, and a non-loopback address needs `server.authToken`); with one, a
+ * missing or different token is a 401. The comparison takes the same time whatever the
+ * token's content.
  */
 
 import { createHash, timingSafeEqual } from "node:crypto";
@@ -15,7 +18,7 @@ const digest = (s: string) => createHash("sha256").update(s).digest();
  * `onRequest` runs before the body is parsed or validated, so an unauthenticated caller
  * gets a 401 and never learns the route's schema from a 400.
  */
-export function requireBearer(token: string | null) {
+export function requireBearer(token: string | null, key = "server.authToken") {
   const expected = token === null ? null : digest(token);
   return async (req: FastifyRequest): Promise<void> => {
     if (expected === null) return;
@@ -23,7 +26,7 @@ export function requireBearer(token: string | null) {
     if (header === undefined) {
       throw new ApiError(
         "unauthorized",
-        "this route needs an Authorization: Bearer <token> header",
+        `this route needs an Authorization: Bearer <token> header (${key} is set)`,
       );
     }
     const m = /^Bearer\s+(.+)$/i.exec(header);
@@ -31,7 +34,7 @@ export function requireBearer(token: string | null) {
       throw new ApiError("unauthorized", "the Authorization header must be 'Bearer <token>'");
     }
     if (!timingSafeEqual(digest(m[1]!.trim()), expected)) {
-      throw new ApiError("unauthorized", "the bearer token is not the configured server.authToken");
+      throw new ApiError("unauthorized", `the bearer token is not the configured ${key}`);
     }
   };
 }

@@ -7,7 +7,9 @@
  * runs two regular expressions over the whole text (~10 µs for an 8k-token body). Every
  * route that reads a body has a schema with `additionalProperties: false` at every level,
  * which already rejects those keys with a 400 naming them (tested in
- * test/http-edge-cases.test.ts); a new route reading a body must keep that rule.
+ * test/http-edge-cases.test.ts); a new route reading a body must keep that rule. The JSON
+ * parser is our own (`json-depth.ts`: a nesting check, then `JSON.parse`); server limits,
+ * the server's own errors and the shutdown drain are in `server-limits.ts`.
  */
 
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
@@ -16,9 +18,11 @@ import { createMetrics, type RouterMetrics } from "../telemetry/metrics.js";
 import type { AppDeps } from "./deps.js";
 import { installErrorHandling } from "./error-handler.js";
 import { registerHealthRoutes } from "./health-routes.js";
+import { installJsonParser } from "./json-depth.js";
 import { registerRequestRoutes } from "./request-routes.js";
 import { registerRouteRoutes } from "./route-routes.js";
 import { trackRoutes } from "./route-table.js";
+import { applyConnectionCap, Drain, serverOptions } from "./server-limits.js";
 import { registerWorkerRoutes } from "./worker-routes.js";
 
 /** Body parsing options (the HTTP benchmark's floor uses the same, to compare like with like). */
@@ -31,6 +35,8 @@ export interface BuiltApp {
   readonly app: FastifyInstance;
   readonly metricsRegistry: Registry;
   readonly metrics: RouterMetrics;
+  /** Start it on shutdown, before `app.close()` (see `service.close`). */
+  readonly drain: Drain;
 }
 
 /** Create the app with every route registered; call `app.listen` (or `inject`) next. */
@@ -44,7 +50,11 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     forceCloseConnections: "idle",
     ...JSON_PARSING,
+    ...serverOptions(server),
   });
+  applyConnectionCap(app, server);
+  const drain = new Drain();
+  drain.install(app);
   const metricsRegistry = deps.metricsRegistry ?? new Registry();
   const metrics = createMetrics(metricsRegistry, {
     indexStats: () => deps.index.stats(),
@@ -58,15 +68,17 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
       deps.inFlight.expire(deps.nowMs());
       return deps.inFlight.workers().map((k) => [k, deps.inFlight.totals(k)] as const);
     },
+    unreported: () => ({ ...deps.inFlight.expired, dropped: deps.router.droppedInFlight }),
     nowMs: deps.nowMs,
   });
   // JSON only: anything else is a 415 rather than a string the schema then rejects.
   app.removeContentTypeParser("text/plain");
+  installJsonParser(app, server.maxJsonDepth);
   installErrorHandling(app, server, trackRoutes(app));
   registerHealthRoutes(app, deps, metricsRegistry);
   registerRouteRoutes(app, deps, metrics);
   registerRequestRoutes(app, deps);
   registerWorkerRoutes(app, deps);
   await app.ready();
-  return { app, metricsRegistry, metrics };
+  return { app, metricsRegistry, metrics, drain };
 }

@@ -7,6 +7,7 @@
  */
 
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { echoValue, preview } from "../util/truncate.js";
 import { ApiError, ERROR_CODES, type ErrorCode, errorBody } from "./errors.js";
 import type { RouteTable } from "./route-table.js";
 
@@ -26,10 +27,9 @@ function valueAt(root: unknown, pointer: string): unknown {
   return v;
 }
 
+/** A bad value as shown in a message: bounded, whatever its size or depth. */
 function describe(v: unknown): string {
-  const s = JSON.stringify(v);
-  if (s === undefined) return String(v);
-  return s.length > 60 ? `${s.slice(0, 57)}...` : s;
+  return preview(v, 60);
 }
 
 /** One readable issue per failed schema rule; the bad value is included when there is one. */
@@ -52,7 +52,13 @@ function schemaIssues(err: FastifyError, req: FastifyRequest): SchemaIssue[] {
     const value = valueAt(input, v.instancePath);
     const shown =
       value === undefined || typeof value === "object" ? "" : ` (got ${describe(value)})`;
-    return { path, message: `${path} ${v.message ?? "is invalid"}${shown}`, value };
+    // The value is echoed bounded: a 4 MB string or a deeply nested array must not be
+    // serialised back (nor overflow the serialiser's stack).
+    return {
+      path,
+      message: `${path} ${v.message ?? "is invalid"}${shown}`,
+      value: echoValue(value),
+    };
   });
 }
 

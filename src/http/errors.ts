@@ -7,26 +7,43 @@
 export const ERROR_CODES = {
   invalid_request: { status: 400, meaning: "the body, params or query fail the route's schema" },
   invalid_json: { status: 400, meaning: "the body is not valid JSON" },
+  json_too_deep: {
+    status: 400,
+    meaning: "the body nests deeper than the route's schema allows (server.maxJsonDepth elsewhere)",
+  },
+  bad_request: { status: 400, meaning: "the HTTP request itself is malformed" },
   prompt_too_long: { status: 400, meaning: "more tokens than server.maxPromptTokens" },
   invalid_worker: {
     status: 400,
     meaning: "a worker declaration breaks a rule (details list each)",
   },
-  unauthorized: { status: 401, meaning: "missing or wrong bearer token on a mutating route" },
+  unauthorized: {
+    status: 401,
+    meaning: "missing or wrong bearer token (server.authToken or server.decisionToken)",
+  },
   not_found: { status: 404, meaning: "no such route" },
   request_not_found: { status: 404, meaning: "no in-flight request with this id" },
   worker_not_found: { status: 404, meaning: "no worker with this id" },
   method_not_allowed: { status: 405, meaning: "the route exists but not with this method" },
+  request_timeout: {
+    status: 408,
+    meaning: "headers or body not received within server.headersTimeoutMs / requestTimeoutMs",
+  },
   worker_exists: { status: 409, meaning: "a worker with this id is already registered" },
   duplicate_request: { status: 409, meaning: "request_id is already in flight" },
   body_too_large: { status: 413, meaning: "the body exceeds server.bodyLimitBytes" },
   unsupported_media_type: { status: 415, meaning: "the body is not application/json" },
+  headers_too_large: { status: 431, meaning: "the request line and headers are too large" },
   internal_error: { status: 500, meaning: "a bug: the message says what failed" },
   no_worker_available: { status: 503, meaning: "no routable worker for this model" },
   not_ready: { status: 503, meaning: "no worker has fresh load information yet" },
   no_fresh_worker: {
     status: 503,
     meaning: "every candidate's load is stale and server.onAllStale is reject",
+  },
+  shutting_down: {
+    status: 503,
+    meaning: "the router is draining (SIGTERM); sent with Connection: close",
   },
 } as const satisfies Record<string, { status: number; meaning: string }>;
 

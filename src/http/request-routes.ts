@@ -6,6 +6,7 @@
 
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { InFlightUpdate } from "../load/types.js";
+import { requireBearer } from "./auth.js";
 import type { AppDeps } from "./deps.js";
 import { ApiError } from "./errors.js";
 import { requestIdParams } from "./schemas.js";
@@ -35,7 +36,10 @@ async function allowEmptyBody(req: FastifyRequest): Promise<void> {
 
 export function registerRequestRoutes(app: FastifyInstance, deps: AppDeps): void {
   const schema = { params: requestIdParams };
-  const opts = { schema, onRequest: allowEmptyBody };
+  // With server.decisionToken set, only holders of it may end requests (ids of others
+  // cannot be guessed either: generated ones are 128 random bits).
+  const auth = requireBearer(deps.config.server.decisionToken, "server.decisionToken");
+  const opts = { schema, onRequest: [auth, allowEmptyBody], config: { maxJsonDepth: 2 } };
   // TTLs are applied before each report, so an expired id is a 404 even if no route swept it.
   const now = () => {
     const nowMs = deps.nowMs();

@@ -8,6 +8,7 @@
 import type { FastifyInstance } from "fastify";
 import type { RouteDecision, RouteErrorCode } from "../router.js";
 import type { RouterMetrics } from "../telemetry/metrics.js";
+import { requireBearer } from "./auth.js";
 import type { AppDeps } from "./deps.js";
 import { ApiError, type ErrorCode } from "./errors.js";
 import { writeDecision, writeMatch } from "./route-json.js";
@@ -30,10 +31,18 @@ export function registerRouteRoutes(
 ): void {
   const limits = deps.config.server;
   const { router } = deps;
+  // Checked before the body is read; the body nests 2 levels (token_ids, overrides).
+  const opts = {
+    onRequest:
+      limits.decisionToken === null
+        ? []
+        : [requireBearer(limits.decisionToken, "server.decisionToken")],
+    config: { maxJsonDepth: 2 },
+  };
 
   app.post<{ Body: RouteBody }>(
     "/v1/route",
-    { schema: { body: routeBodySchema(limits) } },
+    { ...opts, schema: { body: routeBodySchema(limits) } },
     async (req, reply) => {
       const b = req.body;
       const result = router.route(
@@ -76,7 +85,7 @@ export function registerRouteRoutes(
 
   app.post<{ Body: MatchBody }>(
     "/v1/match",
-    { schema: { body: matchBodySchema(limits) } },
+    { ...opts, schema: { body: matchBodySchema(limits) } },
     async (req, reply) => {
       const b = req.body;
       const report = router.match({

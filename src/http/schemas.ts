@@ -5,28 +5,36 @@
  */
 
 import type { ServerConfig } from "../config/types.js";
+import { MAX_WEIGHT } from "../scheduler/config.js";
 
 /** Limits the schemas depend on. */
 export type SchemaLimits = Pick<ServerConfig, "maxPromptTokens" | "maxTokenId">;
 
 const nonNegative = { type: "number", minimum: 0 } as const;
-const requestId = { type: "string", minLength: 1, maxLength: 256 } as const;
+/** Longest request id, in characters, for `/v1/route` and the lifecycle routes alike. */
+export const MAX_REQUEST_ID_LENGTH = 256;
+const requestId = { type: "string", minLength: 1, maxLength: MAX_REQUEST_ID_LENGTH } as const;
 /** Model and adapter names: bounded, since callers choose them freely. */
 const name = { type: "string", minLength: 1, maxLength: 256 } as const;
 
-/** Per-request scheduler overrides (ranges are checked by the scheduler's own rules). */
+/** A load weight or temperature: bounded so that every cost stays finite (`MAX_WEIGHT`). */
+const weight = { type: "number", minimum: 0, maximum: MAX_WEIGHT } as const;
+/** A tier weight: a fraction of a miss. */
+const fraction = { type: "number", minimum: 0, maximum: 1 } as const;
+
+/** Per-request scheduler overrides: the scheduler's own ranges, as a 400 naming the field. */
 const overrides = {
   type: "object",
   additionalProperties: false,
   properties: {
-    prefill: nonNegative,
-    pending: nonNegative,
-    decode: nonNegative,
-    queue: nonNegative,
-    host: nonNegative,
-    disk: nonNegative,
-    store: nonNegative,
-    temperature: nonNegative,
+    prefill: weight,
+    pending: weight,
+    decode: weight,
+    queue: weight,
+    host: fraction,
+    disk: fraction,
+    store: fraction,
+    temperature: weight,
   },
 } as const;
 

@@ -26,6 +26,9 @@ function ranks(id: string, dpSize: number): WorkerKey[] {
   return Array.from({ length: dpSize }, (_, r) => workerKey(id, r));
 }
 
+/** Worker and load bodies are flat objects: one level of JSON nesting. */
+const FLAT = { maxJsonDepth: 1 };
+
 export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void {
   const guard = requireBearer(deps.config.server.authToken);
   const { fleet, loads, inFlight } = deps;
@@ -63,7 +66,7 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
 
   app.post<{ Body: AddWorkerBody }>(
     "/v1/workers",
-    { schema: { body: addWorkerBodySchema }, onRequest: guard },
+    { schema: { body: addWorkerBodySchema }, onRequest: guard, config: FLAT },
     async (req, reply) => {
       const raw = Object.fromEntries(Object.entries(req.body).map(([k, v]) => [toCamel(k), v]));
       const checked = validateWorker(raw, "body", deps.config.index.blockSize);
@@ -100,7 +103,11 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
 
   app.put<{ Params: { id: string }; Body: PushLoadBody }>(
     "/v1/workers/:id/load",
-    { schema: { params: workerIdParams, body: pushLoadBodySchema }, onRequest: guard },
+    {
+      schema: { params: workerIdParams, body: pushLoadBodySchema },
+      onRequest: guard,
+      config: FLAT,
+    },
     async (req) => {
       const { id } = req.params;
       const w = fleet.get(id);

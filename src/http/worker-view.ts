@@ -39,6 +39,7 @@ export function loadJson(v: LoadView, nowMs: number) {
     consecutive_failures: v.consecutiveFailures,
     total_failures: v.totalFailures,
     total_successes: v.totalSuccesses,
+    unreachable: v.unreachable,
   };
 }
 

@@ -84,6 +84,8 @@ export interface KvEventSubscriberDeps {
   readonly logger?: LogSink;
   /** Wall clock in ms, for `lastEventTimeMs`. Default `Date.now`. */
   readonly now?: () => number;
+  /** The SUB socket connected (true) or lost its publisher (false): a liveness signal. */
+  readonly onConnection?: (worker: WorkerKey, connected: boolean) => void;
 }
 
 /** Log at most this many decode errors per stream, then one in `LOG_EVERY`. */
@@ -95,6 +97,7 @@ export class KvEventSubscriber {
   readonly #index: PrefixIndex;
   readonly #log: LogSink;
   readonly #now: () => number;
+  readonly #onConnection: KvEventSubscriberDeps["onConnection"];
   readonly #decoder: StreamDecoder;
   readonly #dpRank: number;
   /** The first seq a fresh publisher sends: 0 (vLLM, SGLang) or 1 (Mooncake main). */
@@ -135,6 +138,7 @@ export class KvEventSubscriber {
     this.#index = index;
     this.#log = deps.logger ?? noopLogger;
     this.#now = deps.now ?? Date.now;
+    this.#onConnection = deps.onConnection;
     this.#decoder = options.decoder ?? createStreamDecoder(options.format);
     this.#dpRank = parseWorkerKey(options.worker).dpRank;
     this.#firstSeq = options.format === "mooncake" ? 1n : 0n;
@@ -214,6 +218,7 @@ export class KvEventSubscriber {
     this.#c.connected = true;
     const { worker, endpoint } = this.#opts;
     this.#log.info({ worker, endpoint }, "kv events connected");
+    this.#onConnection?.(worker, true);
     if (this.#sawDisconnect) this.#checkAfterReconnect();
   }
 
@@ -222,6 +227,7 @@ export class KvEventSubscriber {
     this.#sawDisconnect = true;
     const { worker, endpoint } = this.#opts;
     this.#log.warn({ worker, endpoint }, "kv events disconnected");
+    if (!this.#closed) this.#onConnection?.(worker, false);
   }
 
   #onReceiveError(err: string): void {

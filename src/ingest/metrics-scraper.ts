@@ -1,7 +1,9 @@
 /**
- * Periodic `GET /metrics` of every worker into the load tracker. Each scrape has a
- * timeout; a worker's scrapes never overlap; failures are counted per worker and
- * recorded in the tracker, which turns a long enough run of them into staleness.
+ * Periodic `GET /metrics` of every worker into the load tracker. Each scrape has one
+ * deadline (connect, headers and body) and a body cap; a worker's scrapes never overlap;
+ * failures are counted per worker and recorded in the tracker, which turns a long enough
+ * run of them into staleness. A scrape nothing answered (refused, reset, deadline) marks
+ * the worker unreachable at once and is retried within 250 ms.
  * Parsing and the metric-name mapping live in the core (`src/load/engine-metrics.ts`).
  */
 
@@ -29,7 +31,7 @@ export interface MetricsScraperOptions {
   /** Clock in ms, the same one the router and tracker use. */
   readonly nowMs: () => number;
   readonly logger?: LogSink;
-  /** Largest accepted body; default 16 MiB. */
+  /** Largest accepted body; default 16 MiB (`DEFAULT_MAX_BODY_BYTES`). */
   readonly maxBodyBytes?: number;
 }
 
@@ -50,6 +52,24 @@ export type ScrapeOutcome =
   | { readonly ok: true; readonly snapshot: LoadSnapshot }
   | { readonly ok: false; readonly error: string };
 
+type FetchResult =
+  | { ok: true; load: Omit<LoadSnapshot, "atMs">; notes: readonly string[] }
+  | { ok: false; error: string; unreachable?: boolean };
+
+/** Connection-level failures: nothing answered, so the worker is taken out at once. */
+const UNREACHABLE_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CONNECT_TIMEOUT",
+]);
+
 interface TargetState {
   readonly target: ScrapeTarget;
   running: Promise<ScrapeOutcome> | null;
@@ -59,7 +79,15 @@ interface TargetState {
   lastError: string | null;
   lastDurationMs: number | null;
   lastNotes: readonly string[];
+  /** A quick re-scrape after an unreachable outcome. */
+  retry: NodeJS.Timeout | null;
 }
+
+/** A vLLM exposition is ~20-200 KB; a body past this is refused, not read further. */
+export const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+
+/** Longest wait before re-scraping a target that did not answer. */
+const RETRY_UNREACHABLE_MS = 250;
 
 export class MetricsScraper {
   readonly #opts: MetricsScraperOptions;
@@ -67,6 +95,8 @@ export class MetricsScraper {
   readonly #targets = new Map<WorkerKey, TargetState>();
   #timer: NodeJS.Timeout | null = null;
   #stop = new AbortController();
+  /** Controllers of the requests out now (aborted by their own timer or by stop()). */
+  readonly #inProgress = new Set<AbortController>();
 
   constructor(options: MetricsScraperOptions) {
     if (!(options.intervalMs > 0)) throw new RangeError("intervalMs must be > 0");
@@ -91,6 +121,7 @@ export class MetricsScraper {
       lastError: null,
       lastDurationMs: null,
       lastNotes: [],
+      retry: null,
     });
     this.#opts.tracker.track(target.key, this.#opts.nowMs());
     if (this.running) void this.scrapeOnce(target.key);
@@ -98,6 +129,8 @@ export class MetricsScraper {
 
   /** Stop scraping a target (its tracker entry is the caller's to forget). */
   remove(key: WorkerKey): boolean {
+    const s = this.#targets.get(key);
+    if (s?.retry) clearTimeout(s.retry);
     return this.#targets.delete(key);
   }
 
@@ -118,7 +151,12 @@ export class MetricsScraper {
   async stop(): Promise<void> {
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
+    for (const s of this.#targets.values()) {
+      if (s.retry !== null) clearTimeout(s.retry);
+      s.retry = null;
+    }
     this.#stop.abort();
+    for (const a of this.#inProgress) a.abort(new Error("scraper stopped"));
     await Promise.allSettled([...this.#targets.values()].map((s) => s.running));
   }
 
@@ -167,7 +205,7 @@ export class MetricsScraper {
     // a request routed after that (see docs/load.md on the combining rule).
     let outcome: ScrapeOutcome = fetched.ok
       ? { ok: true, snapshot: { ...fetched.load, atMs: startedMs } }
-      : fetched;
+      : { ok: false, error: fetched.error };
     const invalid = outcome.ok ? validateSnapshot(outcome.snapshot) : null;
     if (invalid !== null) outcome = { ok: false, error: `invalid load: ${invalid}` };
     // The target may have been removed or replaced while the request was out.
@@ -184,6 +222,12 @@ export class MetricsScraper {
       return outcome;
     }
     tracker.recordFailure(t.key, outcome.error, endMs);
+    if (!fetched.ok && fetched.unreachable === true) {
+      // Nothing answered: out of the candidates now, and asked again soon so that it is
+      // back as soon as it answers (not only at the next interval).
+      tracker.markUnreachable(t.key, "scrape", outcome.error, endMs);
+      this.#retrySoon(s);
+    }
     s.errors++;
     s.consecutiveErrors++;
     s.lastError = outcome.error;
@@ -198,40 +242,102 @@ export class MetricsScraper {
     return outcome;
   }
 
-  async #fetchLoad(
-    t: ScrapeTarget,
-    timeoutMs: number,
-  ): Promise<
-    | { ok: true; load: Omit<LoadSnapshot, "atMs">; notes: readonly string[] }
-    | { ok: false; error: string }
-  > {
+  /** One extra scrape of an unreachable target after `min(interval, 250 ms)`. */
+  #retrySoon(s: TargetState): void {
+    if (this.#timer === null || s.retry !== null) return;
+    s.retry = setTimeout(
+      () => {
+        s.retry = null;
+        if (this.#timer !== null && this.#targets.get(s.target.key) === s) {
+          void this.scrapeOnce(s.target.key);
+        }
+      },
+      Math.min(this.#opts.intervalMs, RETRY_UNREACHABLE_MS),
+    );
+    s.retry.unref();
+  }
+
+  async #fetchLoad(t: ScrapeTarget, timeoutMs: number): Promise<FetchResult> {
+    // One controller per scrape, aborted by a timer this scraper owns or by stop(). Not
+    // `AbortSignal.any([AbortSignal.timeout(…), stop])`: on Node 20.20.2 that combined
+    // signal never fired in 20 of 20 hanging fetches while garbage collection ran (the
+    // timeout signal is only weakly held); a plain timer fired 20 of 20
+    // (bench/scrape-deadline-gc.ts). The one deadline covers connect, headers and body.
+    if (this.#stop.signal.aborted) return { ok: false, error: "scraper stopped" };
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(new DeadlineError(timeoutMs)), timeoutMs);
+    this.#inProgress.add(abort);
     let text: string;
     try {
-      const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), this.#stop.signal]);
-      const res = await fetch(t.metricsUrl, { signal, headers: { accept: "text/plain" } });
+      const res = await fetch(t.metricsUrl, {
+        signal: abort.signal,
+        headers: { accept: "text/plain" },
+      });
       if (!res.ok) {
         await res.body?.cancel();
         return { ok: false, error: `HTTP ${res.status} from ${t.metricsUrl}` };
       }
-      const max = this.#opts.maxBodyBytes ?? 16 * 1024 * 1024;
+      const max = this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
       const declared = Number(res.headers.get("content-length") ?? "0");
       if (declared > max) {
         await res.body?.cancel();
         return { ok: false, error: `body of ${declared} bytes exceeds ${max}` };
       }
-      text = await res.text();
-      if (text.length > max) return { ok: false, error: `body exceeds ${max} bytes` };
+      const body = await readCapped(res, max);
+      if (body === null) return { ok: false, error: `body exceeds ${max} bytes` };
+      text = body;
     } catch (err) {
-      return { ok: false, error: describeFetchError(err, timeoutMs, this.#stop.signal.aborted) };
+      const reason = abort.signal.aborted ? abort.signal.reason : undefined;
+      if (reason instanceof DeadlineError) {
+        return { ok: false, error: reason.message, unreachable: true };
+      }
+      const code = (err as { cause?: { code?: unknown } } | null)?.cause?.code;
+      return {
+        ok: false,
+        error: describeFetchError(err, this.#stop.signal.aborted),
+        unreachable: typeof code === "string" && UNREACHABLE_CODES.has(code),
+      };
+    } finally {
+      clearTimeout(timer);
+      this.#inProgress.delete(abort);
     }
     const parsed = parseEngineMetrics(text, t);
     return parsed.ok ? { ok: true, load: parsed.load, notes: parsed.notes } : parsed;
   }
 }
 
-function describeFetchError(err: unknown, timeoutMs: number, stopped: boolean): string {
+/** The scrape's own deadline passed (connect, headers and body together). */
+class DeadlineError extends Error {
+  constructor(timeoutMs: number) {
+    super(`timeout after ${timeoutMs} ms`);
+    this.name = "DeadlineError";
+  }
+}
+
+/**
+ * The body as text, or null once more than `max` bytes arrived (the rest is not read:
+ * a worker streaming an endless body costs at most `max` bytes of memory).
+ */
+async function readCapped(res: Response, max: number): Promise<string | null> {
+  if (res.body === null) return "";
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel();
+      return null;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, size).toString("utf8");
+}
+
+function describeFetchError(err: unknown, stopped: boolean): string {
   if (err instanceof Error) {
-    if (err.name === "TimeoutError") return `timeout after ${timeoutMs} ms`;
     if (err.name === "AbortError") return stopped ? "scraper stopped" : "aborted";
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
     if (cause?.code !== undefined) return `${cause.code}: ${cause.message ?? err.message}`;

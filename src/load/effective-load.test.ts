@@ -29,6 +29,7 @@ describe("effectiveLoad (the combining rule)", () => {
       waiting: 1 + 1,
       running: 1,
       kvLoad: 0.15,
+      confirmedKvLoad: 0.12,
       capacityBlocks: 100,
       basis: "scraped+predicted",
     });
@@ -57,6 +58,7 @@ describe("effectiveLoad (the combining rule)", () => {
       waiting: 1,
       running: 1,
       kvLoad: 0.1,
+      confirmedKvLoad: null,
       capacityBlocks: 50,
       basis: "predicted",
     });
@@ -72,5 +74,42 @@ describe("effectiveLoad (the combining rule)", () => {
     expect(load.kvLoad).toBe(0.4);
     // A configured capacity turns the fraction into blocks.
     expect(effectiveLoad(snap, t.totals(A), t.totalsSince(A, 10), 200).activeBlocks).toBe(80);
+  });
+
+  it("requests the engine never saw fade out at the next scrape", () => {
+    // A client routes 100 requests to A and never sends them (nor reports them).
+    const t = new InFlightTracker({ prefillTtlMs: 60_000, ttlMs: 600_000 });
+    for (let i = 0; i < 100; i++) {
+      t.add(`ghost-${i}`, A, { prefillTokens: 2048, blocks: 128, nowMs: 1000 + i });
+    }
+    // The engine reports 2 requests (real ones) at 2000.
+    const snap: LoadSnapshot = { running: 1, waiting: 1, kvUsage: 0.1, atMs: 2000 };
+    const load = effectiveLoad(snap, t.totals(A), t.totalsSince(A, snap.atMs), null);
+    // At most the 2 requests the engine confirms keep their pending prefill (before: all
+    // 100 × 2048 tokens for prefillTtlMs, and 12,800 blocks for ttlMs).
+    expect(load.pendingPrefillTokens).toBeCloseTo(2 * 2048);
+    expect(load.activeBlocks).toBeCloseTo(2 * 128);
+    expect(load.confirmedKvLoad).toBe(0.1);
+    // Requests routed since count in the share the engine confirmed of the older ones
+    // (2 of 100): the client that never sends cannot inflate X between scrapes either.
+    for (let i = 0; i < 50; i++) {
+      t.add(`ghost-new-${i}`, A, { prefillTokens: 2048, blocks: 128, nowMs: 2500 });
+    }
+    const next = effectiveLoad(snap, t.totals(A), t.totalsSince(A, snap.atMs), 1000);
+    expect(next.pendingPrefillTokens).toBeCloseTo(2 * 2048 + 50 * 2048 * 0.02);
+    expect(next.waiting).toBeCloseTo(1 + 50 * 0.02);
+    expect(next.activeBlocks).toBeCloseTo(0.1 * 1000 + 50 * 128 * 0.02);
+    expect(next.confirmedKvLoad).toBe(0.1);
+  });
+
+  it("trusts newer predictions in full while the engine confirms the older ones", () => {
+    const t = new InFlightTracker({ prefillTtlMs: 60_000, ttlMs: 600_000 });
+    for (let i = 0; i < 10; i++) t.add(`old-${i}`, A, { prefillTokens: 64, blocks: 4, nowMs: 1 });
+    const snap: LoadSnapshot = { running: 6, waiting: 4, kvUsage: 0.2, atMs: 10 };
+    for (let i = 0; i < 5; i++) t.add(`new-${i}`, A, { prefillTokens: 64, blocks: 4, nowMs: 11 });
+    const load = effectiveLoad(snap, t.totals(A), t.totalsSince(A, snap.atMs), 100);
+    expect(load.waiting).toBe(4 + 5);
+    expect(load.activeBlocks).toBeCloseTo(20 + 5 * 4);
+    expect(load.pendingPrefillTokens).toBe(15 * 64);
   });
 });

@@ -5,9 +5,16 @@
  * A snapshot taken at `atMs` already includes every request the engine had admitted by
  * then, so for the quantities the engine reports (waiting, running, KV blocks) only
  * in-flight requests routed strictly *after* `atMs` are added. Pending prefill tokens
- * are not reported by any engine (only request counts are), so they always come from
- * the in-flight records. Without a usable snapshot (never scraped, or stale) the load is
- * the prediction alone. Details and the known errors of this rule: `docs/load.md`.
+ * are not reported by any engine (only request counts are), so they come from the
+ * in-flight records, weighed by age and by the engine's figures: a request routed before
+ * the snapshot counts only as far as the engine confirms it (its pending prefill is
+ * scaled by `(waiting + running) / older pending requests`, at most 1), so requests
+ * callers never sent or never reported fade out at the next scrape instead of loading
+ * the worker for the whole TTL; requests routed after it count in full while the
+ * engine confirmed the older ones, and in the confirmed share when it did not. Only the engine's own KV figure may exclude a worker
+ * (`confirmedKvLoad`): a prediction alone never does. Without a usable snapshot (never
+ * scraped, or stale) the load is the prediction alone. Details and the known errors of
+ * this rule: `docs/load.md`.
  */
 
 import type { EffectiveLoad, InFlightTotals, LoadSnapshot } from "./types.js";
@@ -32,20 +39,36 @@ export function effectiveLoad(
       waiting: all.pendingRequests,
       running: all.activeRequests - all.pendingRequests,
       kvLoad: capacity === null ? null : all.activeBlocks / capacity,
+      confirmedKvLoad: null,
       capacityBlocks: capacity,
       basis: "predicted",
     };
   }
+  // Requests routed up to the snapshot: the engine had them by then, if they exist. The
+  // share it confirms is also how far this worker's newer predictions are trusted: when
+  // the last interval's routes never showed up (a client routing without sending), the
+  // ones since are probably of the same kind.
+  const engineHas = snapshot.waiting + snapshot.running;
+  const oldActive = all.activeRequests - newer.activeRequests;
+  const trust = oldActive <= engineHas ? 1 : engineHas / oldActive;
+  const oldPending = all.pendingRequests - newer.pendingRequests;
+  const oldPendingTokens = all.pendingPrefillTokens - newer.pendingPrefillTokens;
+  const pendingShare = oldPending <= engineHas ? 1 : engineHas / oldPending;
   // Without a capacity the scraped fraction cannot be turned into blocks: the block
-  // count then comes from predictions and the fraction from the scrape.
+  // count then comes from predictions (older ones as far as the engine confirms them)
+  // and the fraction from the scrape.
+  const newerBlocks = newer.activeBlocks * trust;
   const activeBlocks =
-    capacity === null ? all.activeBlocks : snapshot.kvUsage * capacity + newer.activeBlocks;
+    capacity === null
+      ? (all.activeBlocks - newer.activeBlocks) * trust + newerBlocks
+      : snapshot.kvUsage * capacity + newerBlocks;
   return {
-    pendingPrefillTokens: all.pendingPrefillTokens,
+    pendingPrefillTokens: oldPendingTokens * pendingShare + newer.pendingPrefillTokens * trust,
     activeBlocks,
-    waiting: snapshot.waiting + newer.pendingRequests,
-    running: snapshot.running + (newer.activeRequests - newer.pendingRequests),
+    waiting: snapshot.waiting + newer.pendingRequests * trust,
+    running: snapshot.running + (newer.activeRequests - newer.pendingRequests) * trust,
     kvLoad: capacity === null ? snapshot.kvUsage : activeBlocks / capacity,
+    confirmedKvLoad: snapshot.kvUsage,
     capacityBlocks: capacity,
     basis: "scraped+predicted",
   };

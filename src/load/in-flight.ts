@@ -204,6 +204,14 @@ export class InFlightTracker {
     return w.since;
   }
 
+  /** Forget the oldest request of `worker` (a per-worker cap); returns its id, or null. */
+  dropOldest(worker: WorkerKey): string | null {
+    const first = this.#workers.get(worker)?.entries.values().next().value;
+    if (first === undefined) return null;
+    this.#remove(first);
+    return first.id;
+  }
+
   /** Forget every request of a worker (it was removed); returns how many. */
   removeWorker(worker: WorkerKey): number {
     const w = this.#workers.get(worker);

@@ -84,4 +84,33 @@ describe("LoadTracker", () => {
   it("rejects a non-positive staleness", () => {
     expect(() => new LoadTracker({ staleAfterMs: 0 })).toThrow(RangeError);
   });
+
+  it("an unreachable worker is stale at once, until its signal clears or a success", () => {
+    const t = new LoadTracker({ staleAfterMs: 5000 });
+    t.track(A, 0);
+    t.update(A, { running: 0, waiting: 0, kvUsage: 0.1, atMs: 0 }, 0);
+    expect(t.markUnreachable(A, "events", "disconnected", 10)).toBe(true);
+    expect(t.markUnreachable(A, "scrape", "ECONNREFUSED", 11)).toBe(false);
+    expect(t.isStale(A, 12)).toBe(true);
+    expect(t.view(A, 12)).toMatchObject({
+      state: "stale",
+      unreachable: "events: disconnected; scrape: ECONNREFUSED",
+      unreachableSinceMs: 10,
+      timesUnreachable: 1,
+    });
+    t.markReachable(A, "events");
+    expect(t.isStale(A, 13)).toBe(true); // the scrape has not answered yet
+    t.update(A, { running: 0, waiting: 0, kvUsage: 0.1, atMs: 14 }, 14);
+    expect(t.view(A, 14)).toMatchObject({ state: "fresh", unreachable: null });
+    expect(t.markUnreachable(A, "caller", "refused", 15)).toBe(true);
+    t.markReachable(A, "caller");
+    expect(t.isStale(A, 16)).toBe(false);
+    expect(t.markUnreachable(workerKey("unknown", 0), "caller", "x", 0)).toBe(false);
+    // A scrape that started before the disconnect and answered after it clears nothing.
+    t.markUnreachable(A, "events", "disconnected", 20);
+    t.update(A, { running: 0, waiting: 0, kvUsage: 0.1, atMs: 18 }, 21);
+    expect(t.view(A, 21)).toMatchObject({ stale: true, unreachable: "events: disconnected" });
+    t.update(A, { running: 0, waiting: 0, kvUsage: 0.1, atMs: 22 }, 23);
+    expect(t.view(A, 23).unreachable).toBeNull();
+  });
 });

@@ -2,8 +2,11 @@
  * Latest load snapshot per worker, from scrapes or pushes alike, with failure tracking
  * and staleness. A worker is stale once `staleAfterMs` passed since its last success; one
  * that never succeeded is stale from its first failure (a down worker must not look idle),
- * and otherwise `pending` until `staleAfterMs` after tracking began. Pure state: time is
- * passed in.
+ * and otherwise `pending` until `staleAfterMs` after tracking began. A worker marked
+ * unreachable (its event stream disconnected, a scrape could not connect, a caller's
+ * connection was refused) is stale at once, until the next successful scrape or push, or
+ * until the signal that marked it clears (rules: docs/load.md, "Liveness"). Pure state:
+ * time is passed in.
  */
 
 import type { WorkerKey } from "../protocol/worker.js";
@@ -24,7 +27,19 @@ interface Entry {
   consecutiveFailures: number;
   totalFailures: number;
   totalSuccesses: number;
+  /** Why the worker is unreachable (source → reason, when); empty = reachable. */
+  readonly unreachable: Map<UnreachableSource, { reason: string; atMs: number }>;
+  unreachableSinceMs: number | null;
+  timesUnreachable: number;
 }
+
+/**
+ * What took a worker out: its KV event stream disconnected (`events`), a scrape could not
+ * connect or timed out (`scrape`), a caller's connection to it failed (`caller`, e.g. the
+ * gateway). Each source is cleared by its own recovery; any successful scrape or push
+ * clears them all.
+ */
+export type UnreachableSource = "events" | "scrape" | "caller";
 
 /** Checks a snapshot's numbers; returns a message naming the bad field, or null. */
 export function validateSnapshot(s: LoadSnapshot): string | null {
@@ -91,6 +106,48 @@ export class LoadTracker {
     e.lastSuccessMs = nowMs;
     e.consecutiveFailures = 0;
     e.totalSuccesses++;
+    // The engine answered: whatever said it was gone before the observation (the
+    // scrape's start) is out of date. A signal newer than that (a scrape that began
+    // before a kill and answered after it) still stands.
+    for (const [source, u] of e.unreachable)
+      if (u.atMs <= snapshot.atMs) e.unreachable.delete(source);
+    if (e.unreachable.size === 0) e.unreachableSinceMs = null;
+  }
+
+  /**
+   * Take a worker out of the candidates now: stale until a success or `markReachable`
+   * with the same source. Returns true when it was reachable before (a transition).
+   */
+  markUnreachable(
+    worker: WorkerKey,
+    source: UnreachableSource,
+    reason: string,
+    nowMs: number,
+  ): boolean {
+    const e = this.#entries.get(worker);
+    if (e === undefined) return false;
+    const was = e.unreachable.size > 0;
+    e.unreachable.set(source, { reason, atMs: nowMs });
+    if (!was) {
+      e.unreachableSinceMs = nowMs;
+      e.timesUnreachable++;
+    }
+    return !was;
+  }
+
+  /** The signal `source` recovered (e.g. the event stream reconnected). */
+  markReachable(worker: WorkerKey, source: UnreachableSource): void {
+    const e = this.#entries.get(worker);
+    if (e === undefined) return;
+    e.unreachable.delete(source);
+    if (e.unreachable.size === 0) e.unreachableSinceMs = null;
+  }
+
+  /** Why the worker is out ("events: disconnected; scrape: ECONNREFUSED"), or null. */
+  unreachableReason(worker: WorkerKey): string | null {
+    const e = this.#entries.get(worker);
+    if (e === undefined || e.unreachable.size === 0) return null;
+    return [...e.unreachable].map(([k, v]) => `${k}: ${v.reason}`).join("; ");
   }
 
   /** Record a failed scrape (or a push that could not be used). */
@@ -103,12 +160,13 @@ export class LoadTracker {
   }
 
   /**
-   * Whether the worker is tracked and has had no success for `staleAfterMs`, or has never
-   * succeeded and at least one attempt failed.
+   * Whether the worker is tracked and is unreachable, or has had no success for
+   * `staleAfterMs`, or has never succeeded and at least one attempt failed.
    */
   isStale(worker: WorkerKey, nowMs: number): boolean {
     const e = this.#entries.get(worker);
     if (e === undefined) return false;
+    if (e.unreachable.size > 0) return true;
     if (e.lastSuccessMs === null && e.totalFailures > 0) return true;
     return nowMs - (e.lastSuccessMs ?? e.sinceMs) >= this.staleAfterMs;
   }
@@ -141,6 +199,9 @@ export class LoadTracker {
       consecutiveFailures: e?.consecutiveFailures ?? 0,
       totalFailures: e?.totalFailures ?? 0,
       totalSuccesses: e?.totalSuccesses ?? 0,
+      unreachable: this.unreachableReason(worker),
+      unreachableSinceMs: e?.unreachableSinceMs ?? null,
+      timesUnreachable: e?.timesUnreachable ?? 0,
     };
   }
 
@@ -162,6 +223,9 @@ export class LoadTracker {
         consecutiveFailures: 0,
         totalFailures: 0,
         totalSuccesses: 0,
+        unreachable: new Map(),
+        unreachableSinceMs: null,
+        timesUnreachable: 0,
       };
       this.#entries.set(worker, e);
     }

@@ -5,6 +5,8 @@
  * and skipped; it never loses the rest of the scrape.
  */
 
+import { clip } from "../util/truncate.js";
+
 /** One sample line. */
 export interface PromSample {
   readonly name: string;
@@ -166,8 +168,4 @@ function parseValue(token: string, name: string): number {
     throw new LineError(`invalid value for ${name}: ${token}`);
   }
   return Number(token);
-}
-
-function clip(s: string): string {
-  return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 }

@@ -68,7 +68,8 @@ export type LoadSource = "scrape" | "push";
 /**
  * Freshness of a worker's load information:
  * - `fresh`: a successful scrape/push within `staleAfterMs`;
- * - `stale`: no success for `staleAfterMs`, or never a success and at least one failure;
+ * - `stale`: no success for `staleAfterMs`, or never a success and at least one failure, or
+ *   marked unreachable (disconnected event stream, refused connection) since the last success;
  * - `pending`: tracked for less than `staleAfterMs`, no scrape/push has answered yet (just
  *   added): routed on in-flight predictions alone, like `unknown`;
  * - `unknown`: the tracker never heard of the worker (no scraping configured, e.g. replay).
@@ -90,6 +91,11 @@ export interface LoadView {
   readonly consecutiveFailures: number;
   readonly totalFailures: number;
   readonly totalSuccesses: number;
+  /** Why the worker is out of the candidates at once (see `LoadTracker.markUnreachable`). */
+  readonly unreachable: string | null;
+  readonly unreachableSinceMs: number | null;
+  /** Transitions to unreachable since tracking began. */
+  readonly timesUnreachable: number;
 }
 
 /** Per-worker totals of requests routed by this router and not yet finished. */
@@ -129,6 +135,12 @@ export interface EffectiveLoad {
   readonly running: number;
   /** KV load 0..1 (activeBlocks / capacity, or scraped usage); null when unknowable. */
   readonly kvLoad: number | null;
+  /**
+   * The engine's own KV figure (scraped or pushed usage, 0..1), the only load the KV
+   * exclusion rules use: predictions raise a worker's cost but never exclude it on their
+   * own. null without a usable snapshot; absent = same as `kvLoad` (hand-built loads).
+   */
+  readonly confirmedKvLoad?: number | null;
   /** GPU KV capacity in blocks, when known. */
   readonly capacityBlocks: number | null;
   /** Whether a (non-stale) scrape/push contributed, or only predictions. */

@@ -22,7 +22,7 @@ describe("checkSchedulerConfig", () => {
     expect(resolveSchedulerConfig({})).toEqual(DEFAULT_SCHEDULER_CONFIG);
     const r = checkSchedulerConfig({ temperature: null, stalePenalty: "" } as never);
     expect(!r.ok && r.errors.map((e) => e.message)).toEqual([
-      "temperature must be a finite number ≥ 0, got null",
+      "temperature must be a number in 0..1000000, got null",
       'stalePenalty must be a finite number ≥ 0, got ""',
     ]);
   });

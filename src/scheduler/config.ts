@@ -31,6 +31,13 @@ const WEIGHT_KEYS: readonly (keyof CostWeights)[] = [
   "store",
 ];
 const TIER_KEYS: ReadonlySet<keyof CostWeights> = new Set(["host", "disk", "store"]);
+
+/**
+ * Largest load weight and temperature accepted (config and per-request overrides). Each
+ * cost term is a weight times a count below ~10⁷ (blocks, requests), so with weights up
+ * to 10⁶ every cost stays far inside the finite doubles (`1e308` overflowed to Infinity).
+ */
+export const MAX_WEIGHT = 1e6;
 const STALE_POLICIES: readonly StalePolicy[] = ["exclude", "penalise"];
 
 /** A bad value as shown in messages: strings quoted, so an empty one is visible. */
@@ -69,7 +76,12 @@ function weights(
     const one = () =>
       TIER_KEYS.has(k)
         ? check(`${prefix}${k}`, v, (x) => x >= 0 && x <= 1, "a number in 0..1")
-        : check(`${prefix}${k}`, v, (x) => Number.isFinite(x) && x >= 0, "a finite number ≥ 0");
+        : check(
+            `${prefix}${k}`,
+            v,
+            (x) => x >= 0 && x <= MAX_WEIGHT,
+            `a number in 0..${MAX_WEIGHT}`,
+          );
     out[k] = errors === undefined ? one() : collect(errors, base[k], one);
   }
   return Object.freeze(out as unknown as CostWeights);
@@ -108,7 +120,11 @@ export function checkSchedulerConfig(
   ) => collect(errors, base[k], () => check(k, given(k), ok, what));
   const config: SchedulerConfig = Object.freeze({
     weights: weights(base.weights, input.weights, "weights.", errors),
-    temperature: num("temperature", (x) => Number.isFinite(x) && x >= 0, "a finite number ≥ 0"),
+    temperature: num(
+      "temperature",
+      (x) => x >= 0 && x <= MAX_WEIGHT,
+      `a number in 0..${MAX_WEIGHT}`,
+    ),
     outlierStdK: num("outlierStdK", (x) => x >= 0, "a number ≥ 0 (Infinity = off)"),
     kvHardCap: num("kvHardCap", (x) => x > 0, "a number > 0 (Infinity = off)"),
     stalePolicy,
@@ -158,8 +174,8 @@ export function withOverrides(
         : check(
             "overrides.temperature",
             temperature,
-            (x) => Number.isFinite(x) && x >= 0,
-            "a finite number ≥ 0",
+            (x) => x >= 0 && x <= MAX_WEIGHT,
+            `a number in 0..${MAX_WEIGHT}`,
           ),
   });
 }

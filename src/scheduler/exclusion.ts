@@ -1,6 +1,8 @@
 /**
  * Which candidates may not be chosen: stale workers (while fresh ones exist), and KV
- * outliers (load above a hard cap, or above mean + k·std of the fresh fleet). No rule
+ * outliers (load above a hard cap, or above mean + k·std of the fresh fleet). The KV
+ * rules read the engine's own figure (`confirmedKvLoad`), never a prediction alone: a
+ * client that routes and never sends or reports cannot get a worker excluded. No rule
  * ever empties the field: a rule that would exclude everyone is not applied, and the
  * result says so.
  */
@@ -49,7 +51,7 @@ export function computeExclusions(
   const freshLoads: (number | null)[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const c = candidates[i]!;
-    freshLoads[i] = c.stale ? null : c.load.kvLoad;
+    freshLoads[i] = c.stale ? null : exclusionLoad(c);
   }
   const stats = meanStd(freshLoads);
   const threshold =
@@ -60,7 +62,7 @@ export function computeExclusions(
   let survivors = 0;
   for (let i = 0; i < n; i++) {
     if (excluded[i] !== null) continue;
-    const load = candidates[i]!.load.kvLoad;
+    const load = exclusionLoad(candidates[i]!);
     if (load !== null && load > config.kvHardCap) kv[i] = "kv_hard_cap";
     else if (load !== null && load > threshold) kv[i] = "kv_outlier";
     else survivors++;
@@ -77,4 +79,10 @@ export function computeExclusions(
     kvMean: stats.mean,
     kvStd: stats.std,
   };
+}
+
+/** The KV load the exclusion rules may use (see `EffectiveLoad.confirmedKvLoad`). */
+function exclusionLoad(c: CandidateInput): number | null {
+  const confirmed = c.load.confirmedKvLoad;
+  return confirmed === undefined ? c.load.kvLoad : confirmed;
 }

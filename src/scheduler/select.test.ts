@@ -67,4 +67,18 @@ describe("selectCandidate", () => {
   it("throws when nothing is eligible", () => {
     expect(() => selectCandidate([1], [false], 0, () => 0)).toThrow(RangeError);
   });
+
+  it("is a total order on non-finite costs: finite beats infinite, all-infinite ties", () => {
+    const rng = () => 0.99;
+    for (const t of [0, 0.5]) {
+      expect(selectCandidate([Infinity, 5, Number.NaN], [true, true, true], t, rng).index).toBe(1);
+      const all = selectCandidate([Infinity, Number.NaN, Infinity], [true, true, true], t, rng);
+      expect(all.tie).toBe(true);
+      expect(all.probabilities).toEqual([1 / 3, 1 / 3, 1 / 3]);
+      expect(all.index).toBe(2);
+      const sampled = selectCandidate([1, 2, Infinity], [true, true, true], t, () => 0.999);
+      expect(sampled.probabilities[2]).toBe(0);
+      expect(sampled.index).not.toBe(2);
+    }
+  });
 });

@@ -16,7 +16,9 @@ export interface Selection {
 
 /**
  * `costs[i]` is ignored where `eligible[i]` is false; at least one must be eligible.
- * `rng` returns uniform numbers in [0, 1).
+ * `rng` returns uniform numbers in [0, 1). Total order even on non-finite costs: NaN
+ * ranks as +Infinity, a finite cost always beats an infinite one, and when every
+ * eligible cost is infinite they tie (so a cost overflow never leaves "no candidate").
  */
 export function selectCandidate(
   costs: readonly number[],
@@ -27,18 +29,28 @@ export function selectCandidate(
   const n = costs.length;
   let min = Infinity;
   let max = -Infinity;
+  let any = false;
   for (let i = 0; i < n; i++) {
     if (!eligible[i]) continue;
-    const c = costs[i]!;
+    any = true;
+    const c = rank(costs[i]!);
     if (c < min) min = c;
-    if (c > max) max = c;
+    if (Number.isFinite(c) && c > max) max = c;
   }
-  if (min === Infinity) throw new RangeError("selectCandidate: no eligible candidate");
+  if (!any) throw new RangeError("selectCandidate: no eligible candidate");
   const probabilities: number[] = new Array(n).fill(0);
+  if (!Number.isFinite(min)) {
+    // Every eligible cost is +Infinity/NaN (or some are -Infinity): the best ones tie.
+    const best: number[] = [];
+    for (let i = 0; i < n; i++) if (eligible[i] && rank(costs[i]!) === min) best.push(i);
+    for (const i of best) probabilities[i] = 1 / best.length;
+    const pick = best[Math.min(best.length - 1, Math.floor(rng() * best.length))]!;
+    return { index: pick, probabilities, tie: best.length > 1 };
+  }
   const tol = TIE_EPSILON * Math.max(1, Math.abs(min));
   if (temperature === 0 || max - min <= tol) {
     const best: number[] = [];
-    for (let i = 0; i < n; i++) if (eligible[i] && costs[i]! - min <= tol) best.push(i);
+    for (let i = 0; i < n; i++) if (eligible[i] && rank(costs[i]!) - min <= tol) best.push(i);
     for (const i of best) probabilities[i] = 1 / best.length;
     const pick = best[Math.min(best.length - 1, Math.floor(rng() * best.length))]!;
     return { index: pick, probabilities, tie: best.length > 1 };
@@ -46,22 +58,27 @@ export function selectCandidate(
   const range = max - min;
   let sum = 0;
   for (let i = 0; i < n; i++) {
-    if (!eligible[i]) continue;
+    if (!eligible[i] || !Number.isFinite(rank(costs[i]!))) continue;
     const p = Math.exp(-(costs[i]! - min) / range / temperature);
     probabilities[i] = p;
     sum += p;
   }
   let last = -1;
   for (let i = 0; i < n; i++) {
-    if (!eligible[i]) continue;
+    if (!eligible[i] || probabilities[i] === 0) continue;
     probabilities[i]! /= sum;
     last = i;
   }
   let r = rng();
   for (let i = 0; i < n; i++) {
-    if (!eligible[i]) continue;
+    if (!eligible[i] || probabilities[i] === 0) continue;
     r -= probabilities[i]!;
     if (r < 0) return { index: i, probabilities, tie: false };
   }
   return { index: last, probabilities, tie: false };
+}
+
+/** NaN ranks last, like +Infinity. */
+function rank(c: number): number {
+  return Number.isNaN(c) ? Infinity : c;
 }

@@ -10,7 +10,7 @@ import { STOP_SIGNALS } from "../lifetime.js";
 import { createLogger } from "../telemetry/logger.js";
 import { createService } from "./service.js";
 
-/** How long a graceful shutdown may take before giving up with exit code 1. */
+/** How long a graceful shutdown may take after the drain before giving up with exit code 1. */
 const SHUTDOWN_TIMEOUT_MS = 10_000;
 
 function waitForSignal(signals: readonly NodeJS.Signals[]): Promise<NodeJS.Signals> {
@@ -72,6 +72,7 @@ export async function main(argv: string[]): Promise<number> {
       configFile: file,
       workers: config.workers.map((w) => w.id),
       authRequired: config.server.authToken !== null,
+      decisionAuthRequired: config.server.decisionToken !== null,
     },
     "kvrouter listening",
   );
@@ -79,7 +80,7 @@ export async function main(argv: string[]): Promise<number> {
   logger.info({ signal }, "shutting down");
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), SHUTDOWN_TIMEOUT_MS);
+    timer = setTimeout(() => resolve("timeout"), config.server.drainMs + SHUTDOWN_TIMEOUT_MS);
   });
   const result = await Promise.race([service.close().then(() => "closed" as const), timeout]);
   clearTimeout(timer);

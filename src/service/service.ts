@@ -10,6 +10,7 @@ import type { Registry } from "prom-client";
 import type { KvrouterConfig } from "../config/types.js";
 import { Fleet } from "../fleet/fleet.js";
 import { buildApp } from "../http/build-app.js";
+import { drainConnections } from "../http/server-limits.js";
 import { RadixTreeIndex } from "../index/radix-tree.js";
 import type { PrefixIndex } from "../index/types.js";
 import { MetricsScraper } from "../ingest/metrics-scraper.js";
@@ -57,7 +58,11 @@ export async function createService(
     // Receive and decode on a worker thread, apply here: ~1.4× the ingest rate of one
     // thread when a core is free (docs/ingestion.md).
     { replayTimeoutMs: config.events.replayTimeoutMs, decodeThread: true },
-    { logger: logger.child({ component: "events" }), now: nowMs },
+    {
+      logger: logger.child({ component: "events" }),
+      now: nowMs,
+      onConnection: (key, connected) => fleet.onStreamConnection(key, connected),
+    },
   );
   const scrapes = new MetricsScraper({
     tracker: loads,
@@ -73,10 +78,11 @@ export async function createService(
     loads,
     inFlight,
     config: config.scheduler,
+    maxInFlightPerWorker: config.inFlight.maxPerWorker,
     rng: options.rng ?? Math.random,
     clock: () => performance.now(),
   });
-  const { app, metricsRegistry } = await buildApp({
+  const { app, metricsRegistry, drain } = await buildApp({
     config,
     router,
     index,
@@ -99,6 +105,10 @@ export async function createService(
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
+      // Requests on open connections get 503 + Connection: close for up to drainMs
+      // (until none is left), then the server closes.
+      drain.start();
+      await drainConnections(app, config.server.drainMs);
       await app.close();
       await scrapes.stop();
       await pool.close();

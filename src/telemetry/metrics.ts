@@ -16,6 +16,12 @@ export interface MetricSources {
   readonly streams?: () => Iterable<StreamState>;
   readonly loads?: () => Iterable<LoadView>;
   readonly inFlight?: () => Iterable<readonly [string, InFlightTotals]>;
+  /** Requests callers never reported (ended by TTL) and records dropped by the cap. */
+  readonly unreported?: () => {
+    readonly prefills: number;
+    readonly requests: number;
+    readonly dropped: number;
+  };
   /** Clock for staleness ages (ms). */
   readonly nowMs: () => number;
 }
@@ -245,6 +251,16 @@ function registerLoadMetrics(registry: Registry, sources: MetricSources): void {
   loadGauge("kvrouter_load_stale", "1 when the worker's load information is stale", (v) =>
     v.stale ? 1 : 0,
   );
+  loadGauge(
+    "kvrouter_load_unreachable",
+    "1 while the worker is out of the candidates because nothing answered (docs/load.md)",
+    (v) => (v.unreachable === null ? 0 : 1),
+  );
+  loadGauge(
+    "kvrouter_load_unreachable_transitions",
+    "Times the worker was taken out as unreachable since it was added",
+    (v) => v.timesUnreachable,
+  );
   loadGauge("kvrouter_load_staleness_seconds", "Age of the last successful scrape or push", (v) =>
     v.lastSuccessMs === null ? null : Math.max(0, sources.nowMs() - v.lastSuccessMs) / 1000,
   );
@@ -270,6 +286,21 @@ function registerLoadMetrics(registry: Registry, sources: MetricSources): void {
       this.reset();
       if (sources.inFlight === undefined) return;
       for (const [worker, t] of sources.inFlight()) this.set({ worker }, t.activeRequests);
+    },
+  });
+  new Counter({
+    name: "kvrouter_inflight_unreported_total",
+    help: "Routed requests whose caller never reported first-token (report=first_token) or done (report=done) before the TTL, or that were dropped by inFlight.maxPerWorker (report=dropped)",
+    labelNames: ["report"] as const,
+    registers,
+    collect() {
+      if (sources.unreported === undefined) return;
+      const u = sources.unreported();
+      setCounter(this, [
+        [{ report: "first_token" }, u.prefills],
+        [{ report: "done" }, u.requests],
+        [{ report: "dropped" }, u.dropped],
+      ]);
     },
   });
 }
