@@ -65,7 +65,12 @@ describe("kvrouter healthcheck", () => {
     try {
       expect(await healthcheck({ KVROUTER_SERVER_PORT: String(port) })).toBe(0);
       expect(
-        await healthcheck({ KVROUTER_SERVER_PORT: String(port), KVROUTER_SERVER_HOST: "0.0.0.0" }),
+        await healthcheck({
+          KVROUTER_SERVER_PORT: String(port),
+          KVROUTER_SERVER_HOST: "0.0.0.0",
+          // A router on a non-loopback address needs a token (or it refuses to start).
+          KVROUTER_SERVER_AUTH_TOKEN: "t",
+        }),
       ).toBe(0);
       expect(await healthcheck({ HEALTHCHECK_URL: `http://127.0.0.1:${port}/health` })).toBe(0);
       expect(paths).toEqual(["/healthz", "/healthz", "/health"]);

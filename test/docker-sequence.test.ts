@@ -197,7 +197,9 @@ describe("Dockerfile structure", () => {
     // (http://localhost:PORT) is the router's view and, through the router's published
     // ports, the host's.
     const published = (services.router!.ports as string[]).flatMap((p) => {
-      const [from, to] = p.split(":")[0]!.split("-").map(Number);
+      // "[host_ip:]published:target": the published side is the one before the target.
+      const parts = p.split(":");
+      const [from, to] = parts[parts.length - 2]!.split("-").map(Number);
       return Array.from({ length: (to ?? from!) - from! + 1 }, (_, i) => from! + i);
     });
     for (const name of ["sim-0", "sim-1", "sim-2"]) {

@@ -72,7 +72,7 @@ describe("hostile bodies", () => {
     const r = await post(s, "/v1/route", body);
     expect(r.statusCode).toBe(400);
     expect(r.json().error.code).toBe("json_too_deep");
-    expect(r.json().error.message).toMatch(/deeper than 2 levels/);
+    expect(r.json().error.message).toMatch(/deeper than 3 levels/);
     // Brackets inside strings are not nesting; a flat body still parses.
     const ok = await post(s, "/v1/route", { token_ids: [1, 2, 3], request_id: "[[[{{{" });
     expect(ok.statusCode).toBe(200);

@@ -2,7 +2,7 @@
  * JSON bodies are checked for nesting depth before they are parsed: a 4 MB body of
  * `[[[[…` costs half a second of event loop to parse and then to report, and no route's
  * schema accepts more than a few levels. Each route may declare its depth in its config
- * (`config: { maxJsonDepth: 2 }`); other routes get `server.maxJsonDepth`. The check
+ * (`config: { maxJsonDepth: 3 }`); other routes get `server.maxJsonDepth`. The check
  * first counts `[` and `{` with the native `indexOf` and only scans (string-aware) when
  * there are more openers than the limit, so a token-id body costs two `indexOf` calls.
  */

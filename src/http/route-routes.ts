@@ -31,13 +31,14 @@ export function registerRouteRoutes(
 ): void {
   const limits = deps.config.server;
   const { router } = deps;
-  // Checked before the body is read; the body nests 2 levels (token_ids, overrides).
+  // Checked before the body is read; the body nests 2 levels (token_ids, overrides), 3 so
+  // that a chat body (`messages: [{…}]`) sent here by mistake still gets the schema hint.
   const opts = {
     onRequest:
       limits.decisionToken === null
         ? []
         : [requireBearer(limits.decisionToken, "server.decisionToken")],
-    config: { maxJsonDepth: 2 },
+    config: { maxJsonDepth: 3 },
   };
 
   app.post<{ Body: RouteBody }>(
