@@ -4,25 +4,21 @@
  * bodies, limits, media types and wrong methods. Each answer must say what was wrong.
  */
 
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { BlockStoredEvent } from "../src/protocol/events.js";
 import { workerKey } from "../src/protocol/worker.js";
 import {
-  startTestService,
+  startsClosedAfterEach,
   storedFromRoot,
   type TestService,
   tokens,
   workers,
 } from "./http-harness.js";
 
-let svc: TestService | null = null;
-afterEach(async () => {
-  await svc?.close();
-  svc = null;
-});
+const start = startsClosedAfterEach();
 
 async function service(raw: Record<string, unknown> = {}) {
-  svc = await startTestService({ workers: workers(3), ...raw });
+  const svc = await start({ workers: workers(3), ...raw });
   for (const [i, id] of ["w0", "w1", "w2"].entries()) {
     // w0 is the least loaded, so a prompt nobody caches goes there.
     await svc.app.inject({

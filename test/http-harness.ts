@@ -6,6 +6,7 @@
  */
 
 import { Writable } from "node:stream";
+import { afterEach } from "vitest";
 import { validateConfig } from "../src/config/index.js";
 import { engineHashFromSafeInt } from "../src/protocol/engine-hash.js";
 import type { BlockStoredEvent } from "../src/protocol/events.js";
@@ -45,6 +46,22 @@ export async function startTestService(
     },
   });
   return Object.assign(service, { logs });
+}
+
+/**
+ * `startTestService` for one test file: every service it starts is closed after each test
+ * (closing is idempotent, so a test may also close its service itself).
+ */
+export function startsClosedAfterEach(): typeof startTestService {
+  const open: TestService[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((s) => s.close()));
+  });
+  return async (raw, options) => {
+    const service = await startTestService(raw, options);
+    open.push(service);
+    return service;
+  };
 }
 
 /** `count` ascending worker declarations `w0..` with push-only load and no events. */

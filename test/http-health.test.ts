@@ -1,22 +1,18 @@
-import { afterEach, describe, expect, it } from "vitest";
-import { startTestService, type TestService, workers } from "./http-harness.js";
+import { describe, expect, it } from "vitest";
+import { startsClosedAfterEach, workers } from "./http-harness.js";
 
-let svc: TestService | null = null;
-afterEach(async () => {
-  await svc?.close();
-  svc = null;
-});
+const start = startsClosedAfterEach();
 
 describe("health and readiness", () => {
   it("is alive as soon as it is built", async () => {
-    svc = await startTestService();
+    const svc = await start();
     const res = await svc.app.inject({ method: "GET", url: "/healthz" });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ status: "ok" });
   });
 
   it("is not ready without workers", async () => {
-    svc = await startTestService({ workers: [] });
+    const svc = await start({ workers: [] });
     const res = await svc.app.inject({ method: "GET", url: "/readyz" });
     expect(res.statusCode).toBe(503);
     expect(res.json().error).toEqual({
@@ -27,7 +23,7 @@ describe("health and readiness", () => {
 
   it("becomes ready once a worker has fresh load, and not ready again when it goes stale", async () => {
     let now = 1_000_000;
-    svc = await startTestService(
+    const svc = await start(
       { workers: workers(2), load: { staleAfterMs: 5000 } },
       { nowMs: () => now },
     );

@@ -8,18 +8,14 @@
 
 import { Agent, request } from "node:http";
 import { connect, type Socket } from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ERROR_CODES } from "../src/http/errors.js";
-import { startTestService, type TestService, workers } from "./http-harness.js";
+import { startsClosedAfterEach, type TestService, workers } from "./http-harness.js";
 
-let svc: TestService | null = null;
-afterEach(async () => {
-  await svc?.close();
-  svc = null;
-});
+const start = startsClosedAfterEach();
 
 async function service(server: Record<string, unknown> = {}) {
-  svc = await startTestService({ workers: workers(2), server });
+  const svc = await start({ workers: workers(2), server });
   for (const id of ["w0", "w1"]) {
     await svc.app.inject({
       method: "PUT",
@@ -162,7 +158,7 @@ describe("lifecycle calls cannot be forged or lost", () => {
   });
 
   it("counts requests dropped by the per-worker cap", async () => {
-    svc = await startTestService({
+    const svc = await start({
       workers: workers(1),
       inFlight: { maxPerWorker: 2 },
     });
@@ -268,6 +264,5 @@ describe("shutdown drain", () => {
     // for drainMs (the test's own timeout bounds it).
     await closing;
     agent.destroy();
-    svc = null;
   });
 });

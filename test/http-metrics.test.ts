@@ -1,21 +1,11 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { workerKey } from "../src/protocol/worker.js";
-import {
-  startTestService,
-  storedFromRoot,
-  type TestService,
-  tokens,
-  workers,
-} from "./http-harness.js";
+import { startsClosedAfterEach, storedFromRoot, tokens, workers } from "./http-harness.js";
 
-const services: TestService[] = [];
-afterEach(async () => {
-  await Promise.all(services.splice(0).map((s) => s.close()));
-});
+const start = startsClosedAfterEach();
 
 async function service(raw: Record<string, unknown> = {}, nowMs?: () => number) {
-  const s = await startTestService({ workers: workers(2, { model: "m" }), ...raw }, { nowMs });
-  services.push(s);
+  const s = await start({ workers: workers(2, { model: "m" }), ...raw }, { nowMs });
   return s;
 }
 

@@ -6,18 +6,14 @@
  * that may be down.
  */
 
-import { afterEach, describe, expect, it } from "vitest";
-import { startTestService, type TestService, workers } from "./http-harness.js";
+import { describe, expect, it } from "vitest";
+import { startsClosedAfterEach, workers } from "./http-harness.js";
 
 const json = { "content-type": "application/json" };
-let s: TestService | null = null;
+const start = startsClosedAfterEach();
 /** The service's clock; tests move it past load.staleAfterMs (5 s) to make load stale. */
 let now = 1_000_000;
 const clock = { nowMs: () => now };
-afterEach(async () => {
-  await s?.close();
-  s = null;
-});
 
 describe("HTTP API papercuts", () => {
   it.each([
@@ -25,7 +21,7 @@ describe("HTTP API papercuts", () => {
     ["/v1/route", { messages: [{ role: "user", content: "hello" }] }],
     ["/v1/match", { prompt: "hello" }],
   ])("%s with text instead of token ids says what to do", async (url, payload) => {
-    s = await startTestService({ workers: workers(2) });
+    const s = await start({ workers: workers(2) });
     const res = await s.app.inject({ method: "POST", url, headers: json, payload });
     expect(res.statusCode).toBe(400);
     const { error } = res.json();
@@ -36,7 +32,7 @@ describe("HTTP API papercuts", () => {
   });
 
   it("GET /v1/workers/:id returns that worker, 404 for an unknown id", async () => {
-    s = await startTestService({ workers: workers(2) });
+    const s = await start({ workers: workers(2) });
     const one = await s.app.inject({ method: "GET", url: "/v1/workers/w1" });
     expect(one.statusCode).toBe(200);
     const all = await s.app.inject({ method: "GET", url: "/v1/workers" });
@@ -48,7 +44,7 @@ describe("HTTP API papercuts", () => {
   });
 
   it("an invalid JSON body is described once, with the parser's reason", async () => {
-    s = await startTestService({ workers: workers(1) });
+    const s = await start({ workers: workers(1) });
     const res = await s.app.inject({
       method: "POST",
       url: "/v1/route",
@@ -62,7 +58,7 @@ describe("HTTP API papercuts", () => {
   });
 
   it("onAllStale: route (default) answers with a stale worker, flagged", async () => {
-    s = await startTestService({ workers: workers(2) }, clock);
+    const s = await start({ workers: workers(2) }, clock);
     now += 10_000;
     const res = await s.app.inject({
       method: "POST",
@@ -75,7 +71,7 @@ describe("HTTP API papercuts", () => {
   });
 
   it("onAllStale: reject answers 503 no_fresh_worker and keeps nothing in flight", async () => {
-    s = await startTestService({ server: { onAllStale: "reject" }, workers: workers(2) }, clock);
+    const s = await start({ server: { onAllStale: "reject" }, workers: workers(2) }, clock);
     now += 10_000;
     const route = () =>
       s!.app.inject({

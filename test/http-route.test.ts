@@ -1,22 +1,17 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { workerKey } from "../src/protocol/worker.js";
 import {
-  startTestService,
+  startsClosedAfterEach,
   storedFromRoot,
   type TestService,
   tokens,
   workers,
 } from "./http-harness.js";
 
-let svc: TestService | null = null;
-afterEach(async () => {
-  await svc?.close();
-  svc = null;
-});
+const start = startsClosedAfterEach();
 
 async function service(raw: Record<string, unknown> = {}) {
-  svc = await startTestService({ workers: workers(3), ...raw });
-  return svc;
+  return start({ workers: workers(3), ...raw });
 }
 
 async function pushLoad(
@@ -283,7 +278,7 @@ describe("request lifecycle", () => {
 
   it("applies in-flight TTLs to reused ids, reports, /v1/workers and /metrics, not only routes", async () => {
     let now = 1_000_000;
-    svc = await startTestService(
+    const svc = await start(
       { workers: workers(1), inFlight: { ttlMs: 60_000, prefillTtlMs: 10_000 } },
       { nowMs: () => now },
     );

@@ -1,25 +1,14 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { workerKey } from "../src/protocol/worker.js";
-import {
-  startTestService,
-  storedFromRoot,
-  type TestService,
-  tokens,
-  workers,
-} from "./http-harness.js";
+import { startsClosedAfterEach, storedFromRoot, tokens, workers } from "./http-harness.js";
 
-let svc: TestService | null = null;
-afterEach(async () => {
-  await svc?.close();
-  svc = null;
-});
+const start = startsClosedAfterEach();
 
 const TOKEN = "t0ken";
 const auth = { authorization: `Bearer ${TOKEN}` };
 
 async function service(raw: Record<string, unknown> = {}) {
-  svc = await startTestService({ workers: workers(2), server: { authToken: TOKEN }, ...raw });
-  return svc;
+  return start({ workers: workers(2), server: { authToken: TOKEN }, ...raw });
 }
 
 const NEW_WORKER = {
@@ -109,8 +98,7 @@ describe("mutating worker routes need the bearer token", () => {
   });
 
   it("leaves them open when no token is configured", async () => {
-    const s = await startTestService({ workers: workers(1) });
-    svc = s;
+    const s = await start({ workers: workers(1) });
     const res = await s.app.inject({ method: "DELETE", url: "/v1/workers/w0" });
     expect(res.statusCode).toBe(200);
   });
