@@ -10,6 +10,7 @@ import type { PrefixIndex, WorkerMatch } from "./index/types.js";
 import { effectiveLoad } from "./load/effective-load.js";
 import type { InFlightTracker } from "./load/in-flight.js";
 import type { LoadTracker } from "./load/load-tracker.js";
+import { addTotals, type PredictedLoadSource } from "./load/predicted-load-source.js";
 import type { WorkerInfo } from "./load/types.js";
 import type { WorkerRegistry } from "./load/worker-registry.js";
 import type { WorkerKey } from "./protocol/worker.js";
@@ -39,6 +40,8 @@ export interface RouterDeps {
   readonly storeHolders?: readonly WorkerKey[];
   /** Request id generator for requests without one; default `kvr-<n>`. */
   readonly newRequestId?: () => string;
+  /** Predicted load routed by others (router replicas), added to our own in-flight. */
+  readonly extraLoad?: PredictedLoadSource;
 }
 
 export interface RouteRequest {
@@ -279,8 +282,13 @@ export class Router {
     const d = this.#d;
     const stale = d.loads.isStale(w.key, nowMs);
     const snapshot = stale ? null : d.loads.snapshot(w.key);
-    const all = d.inFlight.totals(w.key);
-    const newer = snapshot === null ? all : d.inFlight.totalsSince(w.key, snapshot.atMs);
+    let all = d.inFlight.totals(w.key);
+    let newer = snapshot === null ? all : d.inFlight.totalsSince(w.key, snapshot.atMs);
+    const extra = d.extraLoad;
+    if (extra !== undefined) {
+      all = addTotals(all, extra.totals(w.key));
+      newer = snapshot === null ? all : addTotals(newer, extra.totalsSince(w.key, snapshot.atMs));
+    }
     const m = byWorker.get(w.key) ?? NO_MATCH;
     return {
       worker: w.key,

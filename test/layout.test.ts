@@ -24,14 +24,18 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   ingest: ["protocol", "index", "load", "transport", "util", "zeromq"],
   config: ["protocol", "scheduler", "util", "yaml"],
   fleet: ["config", "protocol", "index", "load", "ingest", "util"],
-  telemetry: ["config", "protocol", "index", "load", "ingest", "util", "pino", "prom-client"],
+  replicas: ["config", "protocol", "load", "util", "ioredis"],
+  telemetry: [
+    ...["config", "protocol", "index", "load", "ingest", "replicas", "util"],
+    ...["pino", "prom-client"],
+  ],
   http: [
     ...["config", "fleet", "protocol", "index", "load", "scheduler", "router.ts", "ingest"],
-    ...["telemetry", "util", "fastify", "prom-client"],
+    ...["replicas", "telemetry", "util", "fastify", "prom-client"],
   ],
   service: [
     ...["config", "fleet", "protocol", "index", "load", "scheduler", "router.ts", "ingest"],
-    ...["transport", "telemetry", "http", "util", "yaml", "fastify", "prom-client"],
+    ...["transport", "replicas", "telemetry", "http", "util", "yaml", "fastify", "prom-client"],
   ],
   sim: ["protocol", "engine", "transport", "util", "fastify", "zeromq"],
   replay: ["protocol", "index", "load", "scheduler", "router.ts", "config", "sim", "util"],
@@ -40,7 +44,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
 };
 
 /** Frameworks the rules above talk about; other packages (node:*, small libraries) pass. */
-const FRAMEWORKS = ["zeromq", "fastify", "pino", "prom-client", "yaml"];
+const FRAMEWORKS = ["zeromq", "fastify", "pino", "prom-client", "yaml", "ioredis"];
 
 /** Above this many lines a file says why it is one file (a "Long file:" note in its header). */
 const LONG_FILE_LINES = 350;
