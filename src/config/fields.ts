@@ -164,7 +164,7 @@ export const FIELDS = {
       min: 1,
       max: 100_000,
       default: 64,
-      doc: "Redis writes outstanding at once; above it changes are dropped and resynced later",
+      doc: "Redis writes outstanding at once; above it changes wait and go out as one batch",
     },
   },
   log: {

@@ -10,9 +10,10 @@
  * crashed replica stops heartbeating: its peers drop its requests after `staleAfterMs`
  * and its hash expires on its own.
  *
- * Never on the routing path: the tracker's listener calls only queue. When Redis is
- * down or slow (not ready, a flush failed or timed out, too many flushes outstanding),
- * changes are dropped and counted, the replica routes on its own state plus what it
+ * Never on the routing path: the tracker's listener calls only queue. While Redis is
+ * behind (`maxPendingFlushes` writes outstanding) changes wait and go out as one batch.
+ * When Redis is down or slow (not ready, a write failed or timed out, over 100,000
+ * changes waiting), changes are dropped and counted, the replica routes on its own state plus what it
  * still knows of peers (which ages out), and once Redis answers again it rewrites its
  * whole hash atomically, tells peers to re-read it and re-reads theirs.
  * Long file: one connection lifecycle (publish, receive, resync, status) in one place.
@@ -32,6 +33,9 @@ import {
   type SyncOp,
 } from "./wire.js";
 
+/** Changes held while Redis is behind; beyond this they are dropped and resynced later. */
+const MAX_QUEUED_OPS = 100_000;
+
 export interface RedisLoadSyncOptions {
   /** `redis://[user:pass@]host:port[/db]` (or `rediss://`). */
   readonly url: string;
@@ -41,7 +45,7 @@ export interface RedisLoadSyncOptions {
   readonly staleAfterMs: number;
   /** A Redis command slower than this fails (the replica goes on without it). */
   readonly commandTimeoutMs: number;
-  /** Flushes outstanding at once; above it changes are dropped and a resync is due. */
+  /** Writes outstanding at once; above it changes wait and go out as one batch. */
   readonly maxPendingFlushes: number;
   readonly book: RemoteLoadBook;
   readonly nowMs: () => number;
@@ -253,9 +257,14 @@ export class RedisLoadSync implements InFlightListener {
     const ops = this.#ops;
     this.#ops = [];
     if (this.#closed || (ops.length === 0 && this.#hdel.length === 0 && !heartbeat)) return;
-    if (this.#cmd.status !== "ready" || this.#pending >= this.#o.maxPendingFlushes) {
+    if (this.#cmd.status !== "ready" || ops.length > MAX_QUEUED_OPS) {
       this.#c.droppedOps += ops.length;
       this.#dirty = true;
+      return;
+    }
+    if (this.#pending >= this.#o.maxPendingFlushes) {
+      // Redis is behind: keep the changes and send them as one batch when a write returns.
+      this.#ops = ops.length === 0 ? this.#ops : ops.concat(this.#ops);
       return;
     }
     if (this.#dirty) {
@@ -309,6 +318,10 @@ export class RedisLoadSync implements InFlightListener {
     pipe.exec().then(
       (results) => {
         this.#pending--;
+        if (this.#ops.length > 0 && !this.#scheduled) {
+          this.#scheduled = true;
+          setImmediate(() => this.#flush(false));
+        }
         const failed = results?.find(([err]) => err !== null);
         if (results === null || failed !== undefined) this.#flushFailed(opCount, failed?.[0]);
         else {
