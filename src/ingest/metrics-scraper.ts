@@ -10,6 +10,7 @@ import { type LoadTracker, validateSnapshot } from "../load/load-tracker.js";
 import type { LoadSnapshot, WorkerKind } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import { type LogSink, noopLogger } from "../util/log-sink.js";
+import { getText } from "./http-text.js";
 
 /** One worker rank to scrape. */
 export interface ScrapeTarget {
@@ -154,7 +155,19 @@ export class MetricsScraper {
   }
 
   #tick(): void {
-    for (const [key, s] of this.#targets) if (s.running === null) void this.scrapeOnce(key);
+    const due: WorkerKey[] = [];
+    for (const [key, s] of this.#targets) if (s.running === null) due.push(key);
+    // Hundreds of scrapes started at once stall the event loop and time out together
+    // (docs/scaling.md): past 100 targets, spread each round over half the interval.
+    const slices = Math.min(10, Math.ceil(due.length / 100));
+    for (let i = 0; i < slices; i++) {
+      const part = due.slice((i * due.length) / slices, ((i + 1) * due.length) / slices);
+      const run = () => {
+        if (this.#timer !== null) for (const key of part) void this.scrapeOnce(key);
+      };
+      if (i === 0) run();
+      else setTimeout(run, (i * this.#opts.intervalMs) / (2 * slices)).unref();
+    }
   }
 
   async #scrape(s: TargetState): Promise<ScrapeOutcome> {
@@ -207,19 +220,14 @@ export class MetricsScraper {
     let text: string;
     try {
       const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), this.#stop.signal]);
-      const res = await fetch(t.metricsUrl, { signal, headers: { accept: "text/plain" } });
-      if (!res.ok) {
-        await res.body?.cancel();
-        return { ok: false, error: `HTTP ${res.status} from ${t.metricsUrl}` };
-      }
       const max = this.#opts.maxBodyBytes ?? 16 * 1024 * 1024;
-      const declared = Number(res.headers.get("content-length") ?? "0");
-      if (declared > max) {
-        await res.body?.cancel();
-        return { ok: false, error: `body of ${declared} bytes exceeds ${max}` };
+      const res = await getText(t.metricsUrl, signal, max);
+      if (!res.ok) {
+        return "status" in res
+          ? { ok: false, error: `HTTP ${res.status} from ${t.metricsUrl}` }
+          : { ok: false, error: `body of ${res.tooLarge} bytes exceeds ${max}` };
       }
-      text = await res.text();
-      if (text.length > max) return { ok: false, error: `body exceeds ${max} bytes` };
+      text = res.text;
     } catch (err) {
       return { ok: false, error: describeFetchError(err, timeoutMs, this.#stop.signal.aborted) };
     }
