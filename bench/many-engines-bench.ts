@@ -96,7 +96,7 @@ const base = { rssMb: rssMb(), fds: fds(), threads: threads() };
 const index = new RadixTreeIndex({ blockSize: 16 });
 const pool = new SubscriberPool(index, { decodeThread: true, replayTimeoutMs: 2000 });
 const t0 = performance.now();
-engines.forEach((e, i) =>
+engines.forEach((e, i) => {
   pool.add({
     workerId: `e${i}`,
     eventsEndpoint: e.events,
@@ -104,8 +104,8 @@ engines.forEach((e, i) =>
     topic: "",
     dataParallelSize: 1,
     format: "vllm",
-  }),
-);
+  });
+});
 const addMs = performance.now() - t0;
 while (pool.states().some((s) => !s.connected)) await sleep(20);
 const startupMs = performance.now() - t0;
@@ -140,7 +140,7 @@ const scraper = new MetricsScraper({
   timeoutMs: 500,
   nowMs: Date.now,
 });
-engines.forEach((e, i) =>
+engines.forEach((e, i) => {
   scraper.add({
     key: workerKey(`e${i}`),
     metricsUrl: e.metrics,
@@ -148,8 +148,8 @@ engines.forEach((e, i) =>
     model: null,
     dpRank: 0,
     blockSize: 16,
-  }),
-);
+  });
+});
 const fdsBeforeScrape = fds();
 const scrape = await measure(async () => {
   scraper.start();
