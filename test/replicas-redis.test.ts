@@ -12,7 +12,7 @@ import { RedisLoadSync } from "../src/replicas/redis-load-sync.js";
 import { RemoteLoadBook } from "../src/replicas/remote-load-book.js";
 import { noopLogger } from "../src/util/log-sink.js";
 import { startTestService, type TestService, tokens, workers } from "./http-harness.js";
-import { RedisProcess, redisServerPath } from "./redis-helpers.js";
+import { freePort, RedisProcess, redisServerPath } from "./redis-helpers.js";
 
 const HAVE_REDIS = redisServerPath() !== null;
 if (!HAVE_REDIS) {
@@ -49,6 +49,7 @@ async function readyz(s: TestService) {
   const res = await s.app.inject({ method: "GET", url: "/readyz" });
   const body = res.json();
   return (body.replicas ?? body.error?.details?.replicas) as {
+    replicaId: string;
     state: string;
     peers: Record<string, number>;
     remoteRequests: number;
@@ -66,6 +67,20 @@ async function route(s: TestService, id: string) {
   expect(res.statusCode).toBe(200);
   return res.json();
 }
+
+describe("a replica whose Redis is unreachable from the start", () => {
+  it("starts, routes on local state and says it is not in sync", async () => {
+    const port = await freePort(); // nothing listens there
+    const a = await replica(`redis://127.0.0.1:${port}`, "alone");
+    await route(a, "r1");
+    await route(a, "r2");
+    const s = await readyz(a);
+    expect(["connecting", "degraded"]).toContain(s.state);
+    expect(s.localRequests).toBe(2);
+    expect(s.routesWhileDegraded).toBe(2);
+    expect(s.replicaId).toBe("alone");
+  });
+});
 
 describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () => {
   it("B routes around what A routed, and sees it finish", async () => {
