@@ -10,7 +10,8 @@
  *
  * Options (env): ENGINES_BENCH_ENGINES (default 1000), ENGINES_BENCH_PROCS (default 4),
  * ENGINES_BENCH_SECONDS (per phase, default 10), ENGINES_BENCH_HZ (batches per engine per
- * second under load, default 2), ENGINES_BENCH_METRICS_BYTES (default 16384).
+ * second under load, default 2), ENGINES_BENCH_METRICS_BYTES (default 16384),
+ * ENGINES_BENCH_DECODE_THREAD (0 = receive and decode on the main thread).
  */
 
 import { type ChildProcess, fork } from "node:child_process";
@@ -28,6 +29,7 @@ const PROCS = Number(process.env.ENGINES_BENCH_PROCS ?? 4);
 const SECONDS = Number(process.env.ENGINES_BENCH_SECONDS ?? 10);
 const HZ = Number(process.env.ENGINES_BENCH_HZ ?? 2);
 const METRICS_BYTES = Number(process.env.ENGINES_BENCH_METRICS_BYTES ?? 16384);
+const DECODE_THREAD = process.env.ENGINES_BENCH_DECODE_THREAD !== "0";
 
 interface Engine {
   readonly events: string;
@@ -94,7 +96,7 @@ console.log(
 
 const base = { rssMb: rssMb(), fds: fds(), threads: threads() };
 const index = new RadixTreeIndex({ blockSize: 16 });
-const pool = new SubscriberPool(index, { decodeThread: true, replayTimeoutMs: 2000 });
+const pool = new SubscriberPool(index, { decodeThread: DECODE_THREAD, replayTimeoutMs: 2000 });
 const t0 = performance.now();
 engines.forEach((e, i) => {
   pool.add({
@@ -171,6 +173,7 @@ console.log(
   JSON.stringify({
     bench: "many-engines",
     engines: engines.length,
+    decode_thread: DECODE_THREAD,
     publisher_procs: children.length,
     startup_ms: Math.round(startupMs),
     rss_mb_per_engine: +((subscribed.rssMb - base.rssMb) / engines.length).toFixed(3),
