@@ -21,7 +21,22 @@ export type TextResponse =
   | { readonly ok: false; readonly tooLarge: number };
 
 /** GET `url`; rejects on network errors and on abort (with the signal's reason). */
-export function getText(url: string, signal: AbortSignal, maxBytes: number): Promise<TextResponse> {
+export async function getText(
+  url: string,
+  signal: AbortSignal,
+  maxBytes: number,
+): Promise<TextResponse> {
+  try {
+    return await getOnce(url, signal, maxBytes);
+  } catch (err) {
+    // A kept-alive connection the server closed as we reused it: once more on a new one
+    // (the pattern node's docs give for `reusedSocket`; a GET is safe to repeat).
+    if ((err as { reusedSocket?: boolean }).reusedSocket !== true || signal.aborted) throw err;
+    return await getOnce(url, signal, maxBytes);
+  }
+}
+
+function getOnce(url: string, signal: AbortSignal, maxBytes: number): Promise<TextResponse> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
     const client = u.protocol === "https:" ? https : http;
@@ -30,7 +45,10 @@ export function getText(url: string, signal: AbortSignal, maxBytes: number): Pro
       if (signal.aborted) reject(signal.reason);
       else {
         const e = err as { code?: string; message?: string };
-        reject(Object.assign(new Error(e.message ?? String(err)), { cause: e }));
+        const reused = req.reusedSocket && e.code === "ECONNRESET";
+        reject(
+          Object.assign(new Error(e.message ?? String(err)), { cause: e, reusedSocket: reused }),
+        );
       }
     };
     const req = client.get(u, { agent, signal, headers: { accept: "text/plain" } }, (res) => {
