@@ -172,6 +172,21 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
     );
   });
 
+  it("two processes configured with one replica id are reported", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const a1 = await replica(redis.url, "same");
+    const a2 = await replica(redis.url, "same");
+    await eventually(
+      "a conflict to be seen",
+      async () => [await readyz(a1), await readyz(a2)],
+      (v) => v.every((s) => (s as unknown as { idConflicts: number }).idConflicts > 0),
+    );
+    expect(a1.logs.some((l) => /another process uses this replicas.id/.test(String(l.msg)))).toBe(
+      true,
+    );
+  });
+
   it("a replica that vanishes without a goodbye loses its load at its peers", async () => {
     const redis = await RedisProcess.start();
     cleanups.push(() => redis.kill());

@@ -19,6 +19,7 @@
  * Long file: one connection lifecycle (publish, receive, resync, status) in one place.
  */
 
+import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import type { WorkerKey } from "../protocol/worker.js";
 import type { LogSink } from "../util/log-sink.js";
@@ -75,6 +76,8 @@ export interface ReplicaSyncStatus {
   readonly gaps: number;
   readonly droppedPeers: number;
   readonly disconnects: number;
+  /** Messages from another process using this replica's id (a misconfiguration). */
+  readonly idConflicts: number;
   /** Wall-clock ms of the last successful flush, null before the first. */
   readonly lastOkMs: number | null;
 }
@@ -86,6 +89,7 @@ export class RedisLoadSync implements InFlightListener {
   readonly #hashKey: string;
   readonly #setKey: string;
   readonly #channel: string;
+  readonly #instance = randomUUID();
   /** Our own in-flight requests, as published (the source of a full rewrite). */
   readonly #mine = new Map<string, SharedEntry>();
   #ops: SyncOp[] = [];
@@ -112,6 +116,7 @@ export class RedisLoadSync implements InFlightListener {
     badMessages: 0,
     gaps: 0,
     disconnects: 0,
+    idConflicts: 0,
   };
   #lastOkMs: number | null = null;
 
@@ -180,6 +185,7 @@ export class RedisLoadSync implements InFlightListener {
     if (graceful && this.#cmd.status === "ready") {
       const leave = encodeMessage({
         replica: this.#o.replicaId,
+        instance: this.#instance,
         seq: ++this.#seq,
         sentMs: this.#o.nowMs(),
         ops: [{ op: "leave" }],
@@ -287,7 +293,13 @@ export class RedisLoadSync implements InFlightListener {
     if (del.length > 0) pipe.hdel(this.#hashKey, ...del);
     pipe.pexpire(this.#hashKey, this.#o.staleAfterMs);
     pipe.zadd(this.#setKey, now, this.#o.replicaId);
-    const msg = { replica: this.#o.replicaId, seq: ++this.#seq, sentMs: now, ops };
+    const msg = {
+      replica: this.#o.replicaId,
+      instance: this.#instance,
+      seq: ++this.#seq,
+      sentMs: now,
+      ops,
+    };
     pipe.publish(this.#channel, encodeMessage(msg));
     this.#send(pipe, ops.length);
   }
@@ -308,7 +320,13 @@ export class RedisLoadSync implements InFlightListener {
     }
     tx.pexpire(this.#hashKey, this.#o.staleAfterMs);
     tx.zadd(this.#setKey, now, this.#o.replicaId);
-    const msg = { replica: this.#o.replicaId, seq: ++this.#seq, sentMs: now, ops: [] };
+    const msg = {
+      replica: this.#o.replicaId,
+      instance: this.#instance,
+      seq: ++this.#seq,
+      sentMs: now,
+      ops: [],
+    };
     tx.publish(this.#channel, encodeMessage({ ...msg, ops: [{ op: "reload" }] }));
     this.#send(tx, 0);
   }
@@ -419,7 +437,18 @@ export class RedisLoadSync implements InFlightListener {
       this.#c.badMessages++;
       return;
     }
-    if (m.replica === this.#o.replicaId) return;
+    if (m.replica === this.#o.replicaId) {
+      if (m.instance !== this.#instance) {
+        // Two processes share one id: each overwrites the other's hash. Say it loudly.
+        if (this.#c.idConflicts++ === 0) {
+          this.#o.logger.error(
+            { replica: this.#o.replicaId },
+            "another process uses this replicas.id: give every replica its own id",
+          );
+        }
+      }
+      return;
+    }
     const book = this.#o.book;
     const now = this.#o.nowMs();
     const seen = book.heard(m.replica, m.seq, now);

@@ -74,6 +74,7 @@ describe("replica wire format", () => {
     expect(decodeEntry(encodeEntry(e))).toEqual(e);
     const m = {
       replica: "a",
+      instance: "i-1",
       seq: 3,
       sentMs: 9,
       ops: [
@@ -92,9 +93,10 @@ describe("replica wire format", () => {
       "",
       "{",
       "[]",
-      '["a",1,2,[["z"]]]',
-      '["a",1.5,2,[]]',
-      '["a",1,2,[["f",3]]]',
+      '["a","i",1,2,[["z"]]]',
+      '["a","i",1.5,2,[]]',
+      '["a","i",1,2,[["f",3]]]',
+      '["a",1,2,[]]',
     ]) {
       expect(decodeMessage(bad)).toBeNull();
     }

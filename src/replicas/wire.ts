@@ -35,6 +35,8 @@ export type SyncOp =
 
 export interface SyncMessage {
   readonly replica: string;
+  /** Random per process: two processes configured with one replica id are told apart. */
+  readonly instance: string;
   readonly seq: number;
   readonly sentMs: number;
   readonly ops: readonly SyncOp[];
@@ -104,7 +106,7 @@ function opTuple(o: SyncOp): unknown[] {
 
 export function encodeMessage(m: SyncMessage): string {
   const ops = m.ops.map(opTuple);
-  return JSON.stringify([m.replica, m.seq, m.sentMs, ops]);
+  return JSON.stringify([m.replica, m.instance, m.seq, m.sentMs, ops]);
 }
 
 function opFrom(t: unknown): SyncOp | null {
@@ -134,8 +136,9 @@ export function decodeMessage(text: string): SyncMessage | null {
   } catch {
     return null;
   }
-  if (!Array.isArray(v) || v.length !== 4) return null;
-  const [replica, seq, sentMs, rawOps] = v;
+  if (!Array.isArray(v) || v.length !== 5) return null;
+  const [replica, instance, seq, sentMs, rawOps] = v;
+  if (typeof instance !== "string") return null;
   if (typeof replica !== "string" || replica === "") return null;
   if (!Number.isSafeInteger(seq) || typeof sentMs !== "number" || !Array.isArray(rawOps)) {
     return null;
@@ -146,5 +149,5 @@ export function decodeMessage(text: string): SyncMessage | null {
     if (op === null) return null;
     ops.push(op);
   }
-  return { replica, seq, sentMs, ops };
+  return { replica, instance, seq, sentMs, ops };
 }

@@ -21,6 +21,7 @@ const COUNTERS = [
   ["gaps", "sequence_gaps_total", "Peer messages missed (detected by sequence number)"],
   ["droppedPeers", "dropped_peers_total", "Peers dropped after staleAfterMs of silence"],
   ["disconnects", "disconnects_total", "Redis connections lost"],
+  ["idConflicts", "id_conflicts_total", "Messages from another process using this replica id"],
 ] as const;
 
 /** Register the replica instruments on `registry`, reading `status` when scraped. */
