@@ -6,120 +6,34 @@
  */
 
 import { computeBlockKeys } from "./index/block-key.js";
-import type { PrefixIndex, WorkerMatch } from "./index/types.js";
+import type { WorkerMatch } from "./index/types.js";
 import { effectiveLoad } from "./load/effective-load.js";
-import type { InFlightTracker } from "./load/in-flight.js";
-import type { LoadTracker } from "./load/load-tracker.js";
+import { addTotals } from "./load/predicted-load-source.js";
 import type { WorkerInfo } from "./load/types.js";
-import type { WorkerRegistry } from "./load/worker-registry.js";
 import type { WorkerKey } from "./protocol/worker.js";
+import type {
+  MatchReport,
+  RouteErrorCode,
+  RouteRequest,
+  RouteResult,
+  RouterDeps,
+} from "./router-types.js";
 import { SchedulerConfigError, withOverrides } from "./scheduler/config.js";
 import { schedule } from "./scheduler/schedule.js";
-import type {
-  CandidateBreakdown,
-  CandidateInput,
-  ScheduleFallbacks,
-  SchedulerConfig,
-  SchedulerOverrides,
-  SelectReason,
-  TierOverlap,
-} from "./scheduler/types.js";
+import type { CandidateInput, SchedulerConfig } from "./scheduler/types.js";
 import { randomRequestId } from "./util/request-id.js";
 
-export interface RouterDeps {
-  readonly index: PrefixIndex;
-  readonly registry: WorkerRegistry;
-  readonly loads: LoadTracker;
-  readonly inFlight: InFlightTracker;
-  readonly config: SchedulerConfig;
-  /** Uniform in [0, 1). */
-  readonly rng: () => number;
-  /** Milliseconds for phase timings (e.g. `performance.now`); default: no timing (zeros). */
-  readonly clock?: () => number;
-  /** Extra index keys of shared stores (besides registry entries of kind mooncake-store). */
-  readonly storeHolders?: readonly WorkerKey[];
-  /** Id generator for requests without one; default `randomRequestId` (128 random bits). */
-  readonly newRequestId?: () => string;
-  /** Most in-flight records per worker; past it the oldest is dropped, counted. Default ∞. */
-  readonly maxInFlightPerWorker?: number;
-}
-
-export interface RouteRequest {
-  readonly tokenIds: ArrayLike<number>;
-  readonly loraName?: string | null;
-  /** Caller's id, used later for first-token / done reports; generated when absent. */
-  readonly requestId?: string;
-  /** Only workers serving this model (or any model) are candidates. */
-  readonly model?: string;
-  readonly overrides?: SchedulerOverrides;
-}
-
-/** Time spent per phase, in the clock's unit (ms). */
-export interface PhaseTimings {
-  readonly hashMs: number;
-  readonly matchMs: number;
-  readonly scoreMs: number;
-}
-
-export interface RouteDecision {
-  readonly requestId: string;
-  readonly worker: WorkerKey;
-  readonly workerId: string;
-  readonly dpRank: number;
-  readonly url: string;
-  readonly model: string | null;
-  /** Leading prompt blocks the chosen worker holds in GPU memory. */
-  readonly overlapBlocks: number;
-  /** overlapBlocks × blockSize. */
-  readonly cachedTokens: number;
-  readonly promptTokens: number;
-  readonly promptBlocks: number;
-  readonly blockSize: number;
-  /** Uncached prefill tokens recorded in flight for the chosen worker (tier-weighted). */
-  readonly prefillTokens: number;
-  /** KV blocks recorded in flight for the chosen worker. */
-  readonly blocks: number;
-  readonly reason: SelectReason;
-  readonly temperature: number;
-  readonly fallbacks: ScheduleFallbacks;
-  readonly kvMean: number | null;
-  readonly kvStd: number | null;
-  readonly candidates: readonly CandidateBreakdown[];
-  readonly timings: PhaseTimings;
-}
-
-export type RouteErrorCode =
-  | "no_workers"
-  | "no_workers_for_model"
-  | "duplicate_request_id"
-  | "invalid_overrides";
-
-export interface RouteError {
-  readonly code: RouteErrorCode;
-  readonly message: string;
-}
-
-export type RouteResult =
-  | { readonly ok: true; readonly decision: RouteDecision }
-  | { readonly ok: false; readonly error: RouteError; readonly timings: PhaseTimings };
-
-export interface WorkerOverlap extends TierOverlap {
-  readonly worker: WorkerKey;
-  readonly workerId: string;
-  readonly dpRank: number;
-  readonly model: string | null;
-  /** gpu × blockSize. */
-  readonly cachedTokens: number;
-}
-
-export interface MatchReport {
-  readonly promptTokens: number;
-  readonly promptBlocks: number;
-  readonly blockSize: number;
-  /** Leading blocks available from a shared store. */
-  readonly store: number;
-  readonly workers: readonly WorkerOverlap[];
-}
+export type {
+  MatchReport,
+  PhaseTimings,
+  RouteDecision,
+  RouteError,
+  RouteErrorCode,
+  RouteRequest,
+  RouteResult,
+  RouterDeps,
+  WorkerOverlap,
+} from "./router-types.js";
 
 const NO_MATCH = { gpu: 0, host: 0, disk: 0 } as const;
 const noClock = () => 0;
@@ -293,8 +207,13 @@ export class Router {
     const d = this.#d;
     const stale = d.loads.isStale(w.key, nowMs);
     const snapshot = stale ? null : d.loads.snapshot(w.key);
-    const all = d.inFlight.totals(w.key);
-    const newer = snapshot === null ? all : d.inFlight.totalsSince(w.key, snapshot.atMs);
+    let all = d.inFlight.totals(w.key);
+    let newer = snapshot === null ? all : d.inFlight.totalsSince(w.key, snapshot.atMs);
+    const extra = d.extraLoad;
+    if (extra !== undefined) {
+      all = addTotals(all, extra.totals(w.key));
+      newer = snapshot === null ? all : addTotals(newer, extra.totalsSince(w.key, snapshot.atMs));
+    }
     const m = byWorker.get(w.key) ?? NO_MATCH;
     return {
       worker: w.key,

@@ -169,7 +169,9 @@ describe("Dockerfile structure", () => {
     const compose = parseYaml(readFileSync(join(ROOT, "docker-compose.yml"), "utf8"), {
       merge: true,
     });
-    const services = compose.services as Record<string, Record<string, unknown>>;
+    const all = compose.services as Record<string, Record<string, unknown>>;
+    const inProfile = (n: string) => (all[n]!.profiles as string[] | undefined) !== undefined;
+    const services = Object.fromEntries(Object.entries(all).filter(([n]) => !inProfile(n)));
     expect(Object.keys(services).sort()).toEqual([
       "prometheus",
       "router",
@@ -177,6 +179,15 @@ describe("Dockerfile structure", () => {
       "sim-1",
       "sim-2",
     ]);
+    // The `replicas` profile: two routers sharing load through Redis, with valid config.
+    expect(Object.keys(all).filter(inProfile).sort()).toEqual(["redis", "router-a", "router-b"]);
+    for (const name of ["router-a", "router-b"]) {
+      const env = all[name]!.environment as Record<string, string>;
+      const argv = ["--config", join(ROOT, "config/compose.yaml")];
+      const r = loadConfig({ argv, env });
+      if (r.kind !== "ok") throw new Error(`${name}: ${JSON.stringify(r)}`);
+      expect(r.config.replicas).toMatchObject({ redisUrl: "redis://redis:6379", id: name });
+    }
     expect(services.router!.volumes).toContain(
       "./config/compose.yaml:/etc/kvrouter/config.yaml:ro",
     );

@@ -188,6 +188,51 @@ export const FIELDS = {
       doc: "give up on a replay request after this long",
     },
   },
+  replicas: {
+    redisUrl: {
+      kind: "optional-string",
+      default: null,
+      doc: "share predicted load with other replicas through this Redis/Valkey (`redis://host:port`); unset = off",
+    },
+    id: {
+      kind: "optional-string",
+      default: null,
+      doc: "this replica's id, unique among replicas (unset = `<hostname>-<pid>`)",
+    },
+    keyPrefix: {
+      kind: "string",
+      default: "kvrouter",
+      doc: "prefix of the Redis keys and channel (replicas sharing load use the same)",
+    },
+    heartbeatMs: {
+      kind: "int",
+      min: 10,
+      max: 60_000,
+      default: 500,
+      doc: "heartbeat (and deadline sweep) interval",
+    },
+    staleAfterMs: {
+      kind: "int",
+      min: 20,
+      max: 600_000,
+      default: 3000,
+      doc: "a replica silent this long is dropped with its load (its Redis hash expires too)",
+    },
+    commandTimeoutMs: {
+      kind: "int",
+      min: 10,
+      max: 60_000,
+      default: 500,
+      doc: "a Redis write slower than this counts as failed (routing never waits for it)",
+    },
+    maxPendingFlushes: {
+      kind: "int",
+      min: 1,
+      max: 100_000,
+      default: 64,
+      doc: "Redis writes outstanding at once; above it changes wait and go out as one batch",
+    },
+  },
   log: {
     level: { kind: "enum", values: LOG_LEVELS, default: "info", doc: "pino log level" },
   },

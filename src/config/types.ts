@@ -105,6 +105,19 @@ export interface EventsConfig {
   readonly replayTimeoutMs: number;
 }
 
+/** Active-active replicas sharing predicted load through Redis (`docs/replicas.md`). */
+export interface ReplicasConfig {
+  /** null = off (one router, or replicas that do not share load). */
+  readonly redisUrl: string | null;
+  /** null = `<hostname>-<pid>`. */
+  readonly id: string | null;
+  readonly keyPrefix: string;
+  readonly heartbeatMs: number;
+  readonly staleAfterMs: number;
+  readonly commandTimeoutMs: number;
+  readonly maxPendingFlushes: number;
+}
+
 export interface LogConfig {
   readonly level: LogLevel;
 }
@@ -117,6 +130,7 @@ export interface KvrouterConfig {
   readonly load: LoadConfig;
   readonly inFlight: InFlightConfig;
   readonly events: EventsConfig;
+  readonly replicas: ReplicasConfig;
   readonly log: LogConfig;
   readonly workers: readonly WorkerConfig[];
 }

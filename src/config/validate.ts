@@ -8,7 +8,7 @@ import { checkSchedulerConfig } from "../scheduler/config.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { FIELDS, type FieldSpec, fieldPaths, type SectionName } from "./fields.js";
 import { type ConfigIssue, isPlainObject, show, unknownKey } from "./issues.js";
-import type { KvrouterConfig, WorkerConfig } from "./types.js";
+import type { KvrouterConfig, ReplicasConfig, WorkerConfig } from "./types.js";
 import { validateWorker } from "./worker-config.js";
 
 export type ValidationResult =
@@ -174,9 +174,47 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
         "server.allowUnauthenticated: true if the network in front of the router is trusted",
     });
   }
+  checkReplicas(out.replicas as unknown as ReplicasConfig, valid, at, issues);
   if (issues.length > 0) return { ok: false, issues };
   const config = { ...out, scheduler, workers } as unknown as KvrouterConfig;
   return { ok: true, config: deepFreeze(config) };
+}
+
+/** Cross-field rules of the `replicas` section. */
+function checkReplicas(
+  r: ReplicasConfig,
+  valid: (...paths: string[]) => boolean,
+  at: (key: string) => string,
+  issues: ConfigIssue[],
+): void {
+  if (
+    valid("replicas.redisUrl") &&
+    r.redisUrl !== null &&
+    !/^rediss?:\/\/[^\s]+$/.test(r.redisUrl)
+  ) {
+    issues.push({
+      key: at("replicas.redisUrl"),
+      message: `must be a redis:// or rediss:// URL, got ${show(r.redisUrl)}`,
+    });
+  }
+  for (const key of ["id", "keyPrefix"] as const) {
+    const v = r[key];
+    if (valid(`replicas.${key}`) && v !== null && !/^[A-Za-z0-9._:-]{1,128}$/.test(v)) {
+      issues.push({
+        key: at(`replicas.${key}`),
+        message: `must be 1-128 of A-Z a-z 0-9 . _ : -, got ${show(v)}`,
+      });
+    }
+  }
+  if (
+    valid("replicas.heartbeatMs", "replicas.staleAfterMs") &&
+    r.heartbeatMs * 2 > r.staleAfterMs
+  ) {
+    issues.push({
+      key: at("replicas.heartbeatMs"),
+      message: `must be at most half of replicas.staleAfterMs (${r.staleAfterMs}), got ${r.heartbeatMs}`,
+    });
+  }
 }
 
 const SCHEDULER_KEYS = new Set([

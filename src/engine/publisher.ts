@@ -9,6 +9,7 @@
  * sends arbitrary payloads (malformed ones included).
  */
 
+import "../transport/zmq-context.js"; // before any socket: room for > 1,023 sockets
 import { Publisher, Router } from "zeromq";
 import { type EncodeOptions, encodeEventBatch, type WireBatch } from "../protocol/event-encoder.js";
 import { endpointForRank } from "../transport/endpoint.js";

@@ -11,6 +11,7 @@ import type { StreamState } from "../ingest/stream-state.js";
 import type { InFlightTracker } from "../load/in-flight.js";
 import type { LoadTracker } from "../load/load-tracker.js";
 import type { WorkerRegistry } from "../load/worker-registry.js";
+import type { ReplicaSyncStatus } from "../replicas/redis-load-sync.js";
 import type { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
 
@@ -27,6 +28,8 @@ export interface AppDeps {
   readonly logger: Logger;
   /** Wall clock in ms (staleness, TTLs). */
   readonly nowMs: () => number;
+  /** Load sharing with other replicas, when configured (shown by /readyz). */
+  readonly replicaSync?: () => ReplicaSyncStatus;
   /** Prometheus registry for this app; a fresh one is made when absent. */
   readonly metricsRegistry?: Registry;
 }

@@ -28,14 +28,17 @@ export function registerHealthRoutes(
       return { worker: w.key, state: v.lastSuccessMs === null ? "no_load_yet" : v.state };
     });
     const fresh = states.filter((s) => s.state === "fresh");
+    // Routing goes on without Redis (on local state): a replica out of sync stays ready
+    // and says so here and in kvrouter_replicas_* metrics.
+    const replicas = deps.replicaSync === undefined ? {} : { replicas: deps.replicaSync() };
     if (fresh.length === 0) {
       throw new ApiError(
         "not_ready",
         `none of ${workers.length} workers has fresh load information (no successful scrape or push within load.staleAfterMs = ${deps.config.load.staleAfterMs} ms)`,
-        { workers: states },
+        { workers: states, ...replicas },
       );
     }
-    return { status: "ready", fresh_workers: fresh.length, workers: workers.length };
+    return { status: "ready", fresh_workers: fresh.length, workers: workers.length, ...replicas };
   });
 
   app.get("/metrics", async (_req, reply) => {

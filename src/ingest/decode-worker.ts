@@ -7,6 +7,7 @@
  */
 
 import { parentPort } from "node:worker_threads";
+import "../transport/zmq-context.js"; // before any socket: room for > 1,023 sockets
 import { Subscriber } from "zeromq";
 import { TapeWriter, tapeTransferables } from "../protocol/event-tape.js";
 import { decodeEventBatch, decodeEventTape } from "../protocol/vllm-codec.js";

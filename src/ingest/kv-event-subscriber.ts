@@ -26,6 +26,7 @@
  * being moved into a pure sequencer (see docs/ingestion.md).
  */
 
+import "../transport/zmq-context.js"; // before any socket: room for > 1,023 sockets
 import { Subscriber } from "zeromq";
 import type { PrefixIndex } from "../index/types.js";
 import { tapeEventType } from "../protocol/event-tape.js";

@@ -12,6 +12,7 @@ import { type LoadTracker, validateSnapshot } from "../load/load-tracker.js";
 import type { LoadSnapshot, WorkerKind } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import { type LogSink, noopLogger } from "../util/log-sink.js";
+import { getText } from "./http-text.js";
 
 /** One worker rank to scrape. */
 export interface ScrapeTarget {
@@ -192,7 +193,19 @@ export class MetricsScraper {
   }
 
   #tick(): void {
-    for (const [key, s] of this.#targets) if (s.running === null) void this.scrapeOnce(key);
+    const due: WorkerKey[] = [];
+    for (const [key, s] of this.#targets) if (s.running === null) due.push(key);
+    // Hundreds of scrapes started at once stall the event loop and time out together
+    // (docs/scaling.md): past 100 targets, spread each round over half the interval.
+    const slices = Math.min(10, Math.ceil(due.length / 100));
+    for (let i = 0; i < slices; i++) {
+      const part = due.slice((i * due.length) / slices, ((i + 1) * due.length) / slices);
+      const run = () => {
+        if (this.#timer !== null) for (const key of part) void this.scrapeOnce(key);
+      };
+      if (i === 0) run();
+      else setTimeout(run, (i * this.#opts.intervalMs) / (2 * slices)).unref();
+    }
   }
 
   async #scrape(s: TargetState): Promise<ScrapeOutcome> {
@@ -269,23 +282,14 @@ export class MetricsScraper {
     this.#inProgress.add(abort);
     let text: string;
     try {
-      const res = await fetch(t.metricsUrl, {
-        signal: abort.signal,
-        headers: { accept: "text/plain" },
-      });
-      if (!res.ok) {
-        await res.body?.cancel();
-        return { ok: false, error: `HTTP ${res.status} from ${t.metricsUrl}` };
-      }
       const max = this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-      const declared = Number(res.headers.get("content-length") ?? "0");
-      if (declared > max) {
-        await res.body?.cancel();
-        return { ok: false, error: `body of ${declared} bytes exceeds ${max}` };
+      const res = await getText(t.metricsUrl, abort.signal, max);
+      if (!res.ok) {
+        return "status" in res
+          ? { ok: false, error: `HTTP ${res.status} from ${t.metricsUrl}` }
+          : { ok: false, error: `body exceeds ${max} bytes` };
       }
-      const body = await readCapped(res, max);
-      if (body === null) return { ok: false, error: `body exceeds ${max} bytes` };
-      text = body;
+      text = res.text;
     } catch (err) {
       const reason = abort.signal.aborted ? abort.signal.reason : undefined;
       if (reason instanceof DeadlineError) {
@@ -312,28 +316,6 @@ class DeadlineError extends Error {
     super(`timeout after ${timeoutMs} ms`);
     this.name = "DeadlineError";
   }
-}
-
-/**
- * The body as text, or null once more than `max` bytes arrived (the rest is not read:
- * a worker streaming an endless body costs at most `max` bytes of memory).
- */
-async function readCapped(res: Response, max: number): Promise<string | null> {
-  if (res.body === null) return "";
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel();
-      return null;
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks, size).toString("utf8");
 }
 
 function describeFetchError(err: unknown, stopped: boolean): string {

@@ -18,8 +18,10 @@ import { SubscriberPool } from "../ingest/subscriber-pool.js";
 import { InFlightTracker } from "../load/in-flight.js";
 import { LoadTracker } from "../load/load-tracker.js";
 import { WorkerRegistry } from "../load/worker-registry.js";
+import { createReplicaSharing } from "../replicas/replica-sharing.js";
 import { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
+import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
 
 export interface ServiceOptions {
   readonly logger: Logger;
@@ -52,7 +54,11 @@ export async function createService(
   const index = new RadixTreeIndex({ blockSize: config.index.blockSize });
   const registry = new WorkerRegistry();
   const loads = new LoadTracker({ staleAfterMs: config.load.staleAfterMs });
-  const inFlight = new InFlightTracker(config.inFlight);
+  const replicas = createReplicaSharing(config, {
+    nowMs,
+    logger: logger.child({ component: "replicas" }),
+  });
+  const inFlight = replicas?.inFlight ?? new InFlightTracker(config.inFlight);
   const pool = new SubscriberPool(
     index,
     // Receive and decode on a worker thread, apply here: ~1.4× the ingest rate of one
@@ -81,6 +87,7 @@ export async function createService(
     maxInFlightPerWorker: config.inFlight.maxPerWorker,
     rng: options.rng ?? Math.random,
     clock: () => performance.now(),
+    ...(replicas === null ? {} : { extraLoad: replicas.book }),
   });
   const { app, metricsRegistry, drain } = await buildApp({
     config,
@@ -93,7 +100,9 @@ export async function createService(
     streams: () => pool.states(),
     logger,
     nowMs,
+    ...(replicas === null ? {} : { replicaSync: () => replicas.sync.status() }),
   });
+  if (replicas !== null) registerReplicaMetrics(metricsRegistry, () => replicas.sync.status());
   for (const w of config.workers) {
     const added = await fleet.add(w);
     if (!added.ok) {
@@ -102,6 +111,7 @@ export async function createService(
     }
   }
   if (options.scrape !== false) scrapes.start();
+  replicas?.sync.start();
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
@@ -112,6 +122,7 @@ export async function createService(
       await app.close();
       await scrapes.stop();
       await pool.close();
+      await replicas?.sync.close();
     })();
     return closing;
   };

@@ -11,6 +11,7 @@
  * with its socket instead of being mistaken for the next reply.
  */
 
+import "./zmq-context.js"; // before any socket: room for > 1,023 sockets
 import { Dealer } from "zeromq";
 import { decodeSeq, encodeSeq, isEndSeq } from "./seq.js";
 

@@ -1,0 +1,105 @@
+import { describe, expect, it } from "vitest";
+import type { WorkerKey } from "../protocol/worker.js";
+import { RemoteLoadBook } from "./remote-load-book.js";
+import {
+  decodeEntry,
+  decodeMessage,
+  encodeEntry,
+  encodeMessage,
+  type SharedEntry,
+} from "./wire.js";
+
+const W = "w0#0" as WorkerKey;
+const entry = (id: string, addedMs: number, over: Partial<SharedEntry> = {}): SharedEntry => ({
+  id,
+  worker: W,
+  prefillTokens: 100,
+  blocks: 10,
+  addedMs,
+  prefillEndMs: addedMs + 1000,
+  expiresMs: addedMs + 5000,
+  pending: true,
+  ...over,
+});
+
+describe("RemoteLoadBook", () => {
+  it("sums peers' requests per worker and follows first-token and done", () => {
+    const b = new RemoteLoadBook({ staleAfterMs: 3000 });
+    b.add("a", entry("r1", 0), 0);
+    b.add("b", entry("r2", 10), 10);
+    expect(b.totals(W)).toMatchObject({ pendingPrefillTokens: 200, activeRequests: 2 });
+    expect(b.totalsSince(W, 5)).toMatchObject({ pendingPrefillTokens: 100, activeBlocks: 10 });
+    b.firstToken("a", "r1");
+    expect(b.totals(W)).toMatchObject({ pendingPrefillTokens: 100, activeBlocks: 20 });
+    b.done("b", "r2", 20);
+    expect(b.totals(W)).toMatchObject({ pendingPrefillTokens: 0, activeBlocks: 10 });
+    expect(b.totalsSince(W, 5)).toMatchObject({ activeRequests: 0 });
+  });
+
+  it("drops a silent replica whole, and applies each entry's deadlines", () => {
+    const b = new RemoteLoadBook({ staleAfterMs: 3000 });
+    b.heard("a", 0, 0);
+    b.add("a", entry("r1", 0), 0);
+    b.heard("b", 0, 0);
+    b.add("b", entry("r2", 0, { prefillEndMs: 500, expiresMs: 2000 }), 0);
+    b.heard("b", 1, 2500);
+    b.sweep(600); // r2's prefill deadline passed
+    expect(b.totals(W)).toMatchObject({ pendingPrefillTokens: 100, activeRequests: 2 });
+    b.sweep(2500); // r2 expired; a still within staleAfterMs
+    expect(b.totals(W)).toMatchObject({ activeRequests: 1 });
+    b.sweep(3000); // a silent for 3000 ms
+    expect(b.totals(W).activeRequests).toBe(0);
+    expect(b.stats()).toMatchObject({ droppedReplicas: 1, expiredEntries: 1, entries: 0 });
+  });
+
+  it("a hash read that raced a done does not revive the request", () => {
+    const b = new RemoteLoadBook({ staleAfterMs: 3000 });
+    b.add("a", entry("r1", 0), 0);
+    b.done("a", "r1", 5);
+    b.replace("a", [entry("r1", 0), entry("r2", 1)], 6);
+    expect(b.totals(W).activeRequests).toBe(1);
+  });
+
+  it("flags a sequence gap", () => {
+    const b = new RemoteLoadBook({ staleAfterMs: 3000 });
+    expect(b.heard("a", 7, 0)).toBe("new");
+    expect(b.heard("a", 8, 0)).toBe("next");
+    expect(b.heard("a", 10, 0)).toBe("gap");
+  });
+});
+
+describe("replica wire format", () => {
+  it("round-trips messages and entries", () => {
+    const e = entry("r1", 123);
+    expect(decodeEntry(encodeEntry(e))).toEqual(e);
+    const m = {
+      replica: "a",
+      instance: "i-1",
+      seq: 3,
+      sentMs: 9,
+      ops: [
+        { op: "add", entry: e },
+        { op: "first", id: "r1" },
+        { op: "done", id: "r1" },
+        { op: "reload" },
+        { op: "leave" },
+      ] as const,
+    };
+    expect(decodeMessage(encodeMessage(m))).toEqual(m);
+  });
+
+  it("rejects malformed input instead of throwing", () => {
+    for (const bad of [
+      "",
+      "{",
+      "[]",
+      '["a","i",1,2,[["z"]]]',
+      '["a","i",1.5,2,[]]',
+      '["a","i",1,2,[["f",3]]]',
+      '["a",1,2,[]]',
+    ]) {
+      expect(decodeMessage(bad)).toBeNull();
+    }
+    expect(decodeEntry('["r","w",-1,0,0,0,0,1]')).toBeNull();
+  });
+});

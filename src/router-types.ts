@@ -1,0 +1,116 @@
+/**
+ * The router's contract: its dependencies, what a route request carries, and the
+ * decision, error and match report it answers with (`router.ts` implements it).
+ */
+
+import type { PrefixIndex } from "./index/types.js";
+import type { InFlightTracker } from "./load/in-flight.js";
+import type { LoadTracker } from "./load/load-tracker.js";
+import type { PredictedLoadSource } from "./load/predicted-load-source.js";
+import type { WorkerRegistry } from "./load/worker-registry.js";
+import type { WorkerKey } from "./protocol/worker.js";
+import type {
+  CandidateBreakdown,
+  ScheduleFallbacks,
+  SchedulerConfig,
+  SchedulerOverrides,
+  SelectReason,
+  TierOverlap,
+} from "./scheduler/types.js";
+
+export interface RouterDeps {
+  readonly index: PrefixIndex;
+  readonly registry: WorkerRegistry;
+  readonly loads: LoadTracker;
+  readonly inFlight: InFlightTracker;
+  readonly config: SchedulerConfig;
+  /** Uniform in [0, 1). */
+  readonly rng: () => number;
+  /** Milliseconds for phase timings (e.g. `performance.now`); default: no timing (zeros). */
+  readonly clock?: () => number;
+  /** Extra index keys of shared stores (besides registry entries of kind mooncake-store). */
+  readonly storeHolders?: readonly WorkerKey[];
+  /** Id generator for requests without one; default `randomRequestId` (128 random bits). */
+  readonly newRequestId?: () => string;
+  /** Most in-flight records per worker; past it the oldest is dropped, counted. Default ∞. */
+  readonly maxInFlightPerWorker?: number;
+  /** Predicted load routed by others (router replicas), added to our own in-flight. */
+  readonly extraLoad?: PredictedLoadSource;
+}
+
+export interface RouteRequest {
+  readonly tokenIds: ArrayLike<number>;
+  readonly loraName?: string | null;
+  /** Caller's id, used later for first-token / done reports; generated when absent. */
+  readonly requestId?: string;
+  /** Only workers serving this model (or any model) are candidates. */
+  readonly model?: string;
+  readonly overrides?: SchedulerOverrides;
+}
+
+/** Time spent per phase, in the clock's unit (ms). */
+export interface PhaseTimings {
+  readonly hashMs: number;
+  readonly matchMs: number;
+  readonly scoreMs: number;
+}
+
+export interface RouteDecision {
+  readonly requestId: string;
+  readonly worker: WorkerKey;
+  readonly workerId: string;
+  readonly dpRank: number;
+  readonly url: string;
+  readonly model: string | null;
+  /** Leading prompt blocks the chosen worker holds in GPU memory. */
+  readonly overlapBlocks: number;
+  /** overlapBlocks × blockSize. */
+  readonly cachedTokens: number;
+  readonly promptTokens: number;
+  readonly promptBlocks: number;
+  readonly blockSize: number;
+  /** Uncached prefill tokens recorded in flight for the chosen worker (tier-weighted). */
+  readonly prefillTokens: number;
+  /** KV blocks recorded in flight for the chosen worker. */
+  readonly blocks: number;
+  readonly reason: SelectReason;
+  readonly temperature: number;
+  readonly fallbacks: ScheduleFallbacks;
+  readonly kvMean: number | null;
+  readonly kvStd: number | null;
+  readonly candidates: readonly CandidateBreakdown[];
+  readonly timings: PhaseTimings;
+}
+
+export type RouteErrorCode =
+  | "no_workers"
+  | "no_workers_for_model"
+  | "duplicate_request_id"
+  | "invalid_overrides";
+
+export interface RouteError {
+  readonly code: RouteErrorCode;
+  readonly message: string;
+}
+
+export type RouteResult =
+  | { readonly ok: true; readonly decision: RouteDecision }
+  | { readonly ok: false; readonly error: RouteError; readonly timings: PhaseTimings };
+
+export interface WorkerOverlap extends TierOverlap {
+  readonly worker: WorkerKey;
+  readonly workerId: string;
+  readonly dpRank: number;
+  readonly model: string | null;
+  /** gpu × blockSize. */
+  readonly cachedTokens: number;
+}
+
+export interface MatchReport {
+  readonly promptTokens: number;
+  readonly promptBlocks: number;
+  readonly blockSize: number;
+  /** Leading blocks available from a shared store. */
+  readonly store: number;
+  readonly workers: readonly WorkerOverlap[];
+}

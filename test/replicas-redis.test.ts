@@ -1,0 +1,250 @@
+/**
+ * Active-active replicas sharing predicted load through a real `redis-server`: two full
+ * services (real router, HTTP via inject) see each other's routed requests, keep routing
+ * when Redis is killed (and say so), and catch up when it returns; a replica that
+ * vanishes without a goodbye has its load dropped by its peers and its hash expired.
+ * Skipped, with a note, when `redis-server` is not installed.
+ */
+
+import { Redis } from "ioredis";
+import { afterEach, describe, expect, it } from "vitest";
+import { RedisLoadSync } from "../src/replicas/redis-load-sync.js";
+import { RemoteLoadBook } from "../src/replicas/remote-load-book.js";
+import { noopLogger } from "../src/util/log-sink.js";
+import { startTestService, type TestService, tokens, workers } from "./http-harness.js";
+import { freePort, RedisProcess, redisServerPath } from "./redis-helpers.js";
+
+const HAVE_REDIS = redisServerPath() !== null;
+if (!HAVE_REDIS) {
+  console.warn("replicas-redis.test.ts: redis-server not installed, these tests are SKIPPED");
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function eventually<T>(what: string, f: () => Promise<T> | T, ok: (v: T) => boolean) {
+  let last: T | undefined;
+  for (let i = 0; i < 400; i++) {
+    last = await f();
+    if (ok(last)) return last;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
+}
+
+const replicaConfig = (url: string, id: string) => ({
+  workers: workers(2),
+  replicas: { redisUrl: url, id, keyPrefix: "t", heartbeatMs: 50, staleAfterMs: 400 },
+});
+
+async function replica(url: string, id: string): Promise<TestService> {
+  const s = await startTestService(replicaConfig(url, id));
+  cleanups.push(() => s.close());
+  return s;
+}
+
+async function readyz(s: TestService) {
+  const res = await s.app.inject({ method: "GET", url: "/readyz" });
+  const body = res.json();
+  return (body.replicas ?? body.error?.details?.replicas) as {
+    replicaId: string;
+    state: string;
+    peers: Record<string, number>;
+    remoteRequests: number;
+    localRequests: number;
+    routesWhileDegraded: number;
+  };
+}
+
+async function route(s: TestService, id: string) {
+  const res = await s.app.inject({
+    method: "POST",
+    url: "/v1/route",
+    payload: { token_ids: tokens(64), request_id: id },
+  });
+  expect(res.statusCode).toBe(200);
+  return res.json();
+}
+
+describe("a replica whose Redis is unreachable from the start", () => {
+  it("starts, routes on local state and says it is not in sync", async () => {
+    const port = await freePort(); // nothing listens there
+    const a = await replica(`redis://127.0.0.1:${port}`, "alone");
+    await route(a, "r1");
+    await route(a, "r2");
+    const s = await readyz(a);
+    expect(["connecting", "degraded"]).toContain(s.state);
+    expect(s.localRequests).toBe(2);
+    expect(s.routesWhileDegraded).toBe(2);
+    expect(s.replicaId).toBe("alone");
+  });
+});
+
+describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () => {
+  it("B routes around what A routed, and sees it finish", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const a = await replica(redis.url, "a");
+    const b = await replica(redis.url, "b");
+    await eventually(
+      "a and b to hear each other",
+      async () => [await readyz(a), await readyz(b)],
+      (v) => v.every((s) => s.state === "synced" && Object.keys(s.peers).length === 1),
+    );
+    const first = await route(a, "ra");
+    await eventually(
+      "b to know a's request",
+      () => readyz(b),
+      (s) => s.remoteRequests === 1,
+    );
+    const second = await route(b, "rb");
+    const seen = second.candidates.find((c: { worker: string }) => c.worker === first.worker.key);
+    // A's uncached prefill counts on B as if B had routed it: B goes elsewhere.
+    expect(seen.load.pending_prefill_tokens).toBe(first.prefill_tokens);
+    expect(second.worker.key).not.toBe(first.worker.key);
+
+    const done = await a.app.inject({ method: "POST", url: "/v1/requests/ra/done" });
+    expect(done.statusCode).toBe(200);
+    await eventually(
+      "b to forget a's request",
+      () => readyz(b),
+      (s) => s.remoteRequests === 0,
+    );
+  });
+
+  it("keeps routing when Redis is killed, says so, and catches up when it returns", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const a = await replica(redis.url, "a");
+    const b = await replica(redis.url, "b");
+    await eventually(
+      "sync",
+      async () => [await readyz(a), await readyz(b)],
+      (v) => v.every((s) => s.state === "synced" && Object.keys(s.peers).length === 1),
+    );
+    await route(a, "before");
+    await eventually(
+      "b sees a",
+      () => readyz(b),
+      (s) => s.remoteRequests === 1,
+    );
+
+    await redis.kill();
+    await eventually(
+      "a degraded",
+      () => readyz(a),
+      (s) => s.state === "degraded",
+    );
+    // Routing never waits for Redis.
+    for (let i = 0; i < 3; i++) await route(a, `down-${i}`);
+    await route(b, "down-b");
+    const down = await readyz(a);
+    expect(down.routesWhileDegraded).toBe(3);
+    expect(down.localRequests).toBe(4);
+    const metrics = await a.app.inject({ method: "GET", url: "/metrics" });
+    expect(metrics.body).toContain('kvrouter_replicas_sync_state{state="degraded"} 1');
+    expect(metrics.body).toMatch(/kvrouter_replicas_degraded_routes_total 3/);
+    // What B knew of A ages out: a silent peer's load is not served as fact.
+    await eventually(
+      "b drops silent a",
+      () => readyz(b),
+      (s) => s.remoteRequests === 0,
+    );
+
+    await redis.restart();
+    await eventually(
+      "a back in sync",
+      () => readyz(a),
+      (s) => s.state === "synced",
+    );
+    // B learns all of A's requests, including those routed while Redis was away.
+    await eventually(
+      "b catches up",
+      () => readyz(b),
+      (s) => s.remoteRequests === 4,
+    );
+    await eventually(
+      "a catches up",
+      () => readyz(a),
+      (s) => s.remoteRequests === 1,
+    );
+  });
+
+  it("two processes configured with one replica id are reported", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const a1 = await replica(redis.url, "same");
+    const a2 = await replica(redis.url, "same");
+    await eventually(
+      "a conflict to be seen",
+      async () => [await readyz(a1), await readyz(a2)],
+      (v) => v.every((s) => (s as unknown as { idConflicts: number }).idConflicts > 0),
+    );
+    expect(a1.logs.some((l) => /another process uses this replicas.id/.test(String(l.msg)))).toBe(
+      true,
+    );
+  });
+
+  it("a replica that vanishes without a goodbye loses its load at its peers", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const now = () => Date.now();
+    const mk = (id: string, book: RemoteLoadBook) =>
+      new RedisLoadSync({
+        url: redis.url,
+        replicaId: id,
+        keyPrefix: "c",
+        heartbeatMs: 40,
+        staleAfterMs: 300,
+        commandTimeoutMs: 500,
+        maxPendingFlushes: 64,
+        book,
+        nowMs: now,
+        logger: noopLogger,
+      });
+    const bookX = new RemoteLoadBook({ staleAfterMs: 300 });
+    const bookY = new RemoteLoadBook({ staleAfterMs: 300 });
+    const x = mk("x", bookX);
+    const y = mk("y", bookY);
+    cleanups.push(() => y.close());
+    x.start();
+    y.start();
+    await eventually(
+      "x synced",
+      () => x.state,
+      (s) => s === "synced",
+    );
+    const t = now();
+    x.added({
+      id: "r1",
+      worker: "w0#0" as never,
+      prefillTokens: 100,
+      blocks: 8,
+      addedMs: t,
+      prefillEndMs: t + 60_000,
+      expiresMs: t + 600_000,
+      pending: true,
+    });
+    await eventually(
+      "y sees r1",
+      () => bookY.totals("w0#0" as never).pendingPrefillTokens,
+      (v) => v === 100,
+    );
+    await x.close(false); // no leave message: a crash, as far as peers can tell
+    await eventually(
+      "y drops x",
+      () => bookY.totals("w0#0" as never).activeRequests,
+      (v) => v === 0,
+    );
+    expect(bookY.stats().droppedReplicas).toBe(1);
+    const raw = new Redis(redis.url);
+    cleanups.push(async () => raw.disconnect());
+    await eventually(
+      "x's hash expires",
+      () => raw.exists("c:replica:x"),
+      (n) => n === 0,
+    );
+  });
+});
