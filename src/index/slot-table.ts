@@ -80,10 +80,3 @@ export class SlotTable {
     this.shift = shift;
   }
 }
-
-/** A copy of `rec` with room for twice as many records (the old ones kept). */
-export function doubled(rec: Uint32Array): Uint32Array {
-  const grown = new Uint32Array(rec.length * 2);
-  grown.set(rec);
-  return grown;
-}
