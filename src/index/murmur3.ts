@@ -15,7 +15,6 @@ export const C2 = 0xab0e9789;
 export const C3 = 0x38b34ae5;
 export const C4 = 0xa1e38b93;
 
-
 function rotl(x: number, r: number): number {
   return (x << r) | (x >>> (32 - r));
 }

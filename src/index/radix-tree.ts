@@ -7,6 +7,14 @@
  * Memory: typed-array pools (node-store.ts, engine-hash-table.ts); no object per block.
  * Speed: no allocation per block on ingest, none per visited node in `findMatches`.
  *
+ * Clearing a worker (a `cleared` event, `removeWorker`, a capacity overflow) is O(1): its
+ * slot is retired (its key gets a fresh slot; lookups never credit a retired slot) and
+ * its entries are reclaimed later in bounded slices by `reclaim(budget)`, which the
+ * service drives from its event loop. Bounds: an optional global cap on entries (the
+ * least recently stored go first) and a per-worker cap on GPU entries from the engine's
+ * own capacity (`setWorkerCapacity`): holding more than the engine can is proof of lost
+ * removals, and the worker is reset.
+ *
  * Long file: the tree's mutation paths (store chain, remove, clear) share private
  * helpers over one node store; split, each half would need the other's internals.
  */
@@ -29,7 +37,7 @@ import type {
   PrefixIndex,
   WorkerMatch,
 } from "./types.js";
-import { WorkerSlots } from "./worker-slots.js";
+import { MAX_WORKERS, WorkerSlots } from "./worker-slots.js";
 
 // Tier bits of entries and holder words. Kept local (see block-key.ts on imports).
 const GPU = 1;
@@ -44,11 +52,22 @@ const BLOCK_SIZE_MISMATCH = result("block_size_mismatch");
 const INVALID_TOKEN_COUNT = result("invalid_token_count");
 const NO_WORDS = new Uint32Array(0);
 
+/** One `reclaim` budget unit pays for one entry looked at; dropping one and freeing nodes cost more. */
+const DROP_COST = 16;
+const FREE_NODE_COST = 4;
+/** A `reclaim` budget of about a millisecond or two on a current core. */
+export const RECLAIM_SLICE = 1 << 15;
+
 export interface RadixTreeOptions {
   /** Tokens per block; stored events with another block size are rejected. */
   readonly blockSize: number;
   /** Initial node capacity (pools grow as needed). */
   readonly initialCapacity?: number;
+  /**
+   * Most (worker, engine hash) entries the index keeps, over all workers; past it the
+   * least recently stored are evicted (counted in `stats().capEvictions`). 0 = no cap.
+   */
+  readonly maxBlocks?: number;
 }
 
 export class RadixTreeIndex implements PrefixIndex {
@@ -62,9 +81,21 @@ export class RadixTreeIndex implements PrefixIndex {
   /**
    * Extra physical copies of one (worker, tier, engine hash). vLLM caches a block computed
    * by two concurrent requests twice and announces (and later removes) each copy, so the
-   * hash stays cached until its last copy is removed. Rare; keyed `${w}:${bit}:${hash}`.
+   * hash stays cached until its last copy is removed. Rare; keyed `entry * 8 + tier bit`
+   * (an entry is one (worker, hash); its copies go when it goes).
    */
-  readonly #copies = new Map<string, number>();
+  readonly #copies = new Map<number, number>();
+  readonly #maxBlocks: number;
+  /** Retired slots whose entries are not all reclaimed yet (flag per slot, and a list). */
+  readonly #retired = new Uint8Array(MAX_WORKERS);
+  readonly #zombies: number[] = [];
+  /** Where the reclaim sweep resumes in the entry records, and entries seen since a drop. */
+  #cursor = 0;
+  #sinceDrop = 0;
+  /** GPU capacity per worker key, kept across the key's slots. */
+  readonly #caps = new Map<WorkerKey, number>();
+  #capEvictions = 0;
+  #overflowResets = 0;
   #keys = new Uint32Array(256);
   /** The worker of the last event and its slot: streams apply long runs of one worker. */
   #lastWorker: WorkerKey | null = null;
@@ -75,10 +106,15 @@ export class RadixTreeIndex implements PrefixIndex {
     if (!Number.isInteger(blockSize) || blockSize < 1) {
       throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
     }
+    const maxBlocks = options.maxBlocks ?? 0;
+    if (!Number.isInteger(maxBlocks) || maxBlocks < 0) {
+      throw new RangeError(`maxBlocks must be a non-negative integer, got ${maxBlocks}`);
+    }
     this.blockSize = blockSize;
+    this.#maxBlocks = maxBlocks;
     this.#nodes = new NodeStore(options.initialCapacity);
     this.#entries = new EngineHashTable(options.initialCapacity);
-    this.#holdings = new Holdings(this.#nodes, () => this.#workers.blocks);
+    this.#holdings = new Holdings(this.#nodes, this.#workers);
   }
 
   applyEvent(worker: WorkerKey, event: KvEvent): ApplyResult {
@@ -100,7 +136,8 @@ export class RadixTreeIndex implements PrefixIndex {
         );
         break;
       case "cleared":
-        this.#clear(w);
+        this.#retire(w);
+        this.#slot(worker);
         r = APPLIED;
         break;
       default: {
@@ -109,6 +146,7 @@ export class RadixTreeIndex implements PrefixIndex {
       }
     }
     this.#outcomes.count(event.type, r.status);
+    this.#bound(worker);
     return r;
   }
 
@@ -151,6 +189,7 @@ export class RadixTreeIndex implements PrefixIndex {
       loraId,
     );
     this.#outcomes.count("stored", r.status);
+    this.#bound(worker);
     return r;
   }
 
@@ -172,17 +211,75 @@ export class RadixTreeIndex implements PrefixIndex {
   #slot(worker: WorkerKey): number {
     if (worker === this.#lastWorker) return this.#lastSlot;
     const w = this.#workers.ensure(worker);
+    if (this.#caps.size > 0) this.#workers.gpuCap[w] = this.#caps.get(worker) ?? 0;
     this.#lastWorker = worker;
     this.#lastSlot = w;
     return w;
   }
 
+  /** O(1): the worker stops matching at once; its memory goes through `reclaim`. */
   removeWorker(worker: WorkerKey): void {
     const w = this.#workers.slotOf(worker);
     if (w === undefined) return;
-    this.#clear(w);
-    this.#workers.release(w);
-    this.#lastWorker = null;
+    this.#retire(w);
+  }
+
+  /**
+   * The most blocks `worker`'s engine holds in GPU memory (vLLM's `num_gpu_blocks`), or
+   * null for unknown. Kept across clears. A worker found holding more GPU blocks than that
+   * has lost removals: it is reset at once (counted in `stats().overflowResets`).
+   */
+  setWorkerCapacity(worker: WorkerKey, gpuBlocks: number | null): void {
+    if (gpuBlocks !== null && !(Number.isInteger(gpuBlocks) && gpuBlocks > 0)) {
+      throw new RangeError(`gpuBlocks must be a positive integer or null, got ${gpuBlocks}`);
+    }
+    if (gpuBlocks === null) this.#caps.delete(worker);
+    else this.#caps.set(worker, gpuBlocks);
+    const w = this.#workers.slotOf(worker);
+    if (w === undefined) return;
+    this.#workers.gpuCap[w] = gpuBlocks ?? 0;
+    this.#bound(worker);
+  }
+
+  /** True while cleared workers' entries wait for `reclaim`. */
+  get reclaimPending(): boolean {
+    return this.#zombies.length > 0;
+  }
+
+  /**
+   * Frees some of the memory of cleared workers: looks at up to about `budget` entries
+   * (dropping one costs 16 more, each node it frees 4). Returns whether work remains. Call it in slices
+   * (default `RECLAIM_SLICE`) between other work; routing is correct either way.
+   */
+  reclaim(budget: number = RECLAIM_SLICE): boolean {
+    const zombies = this.#zombies;
+    if (zombies.length === 0) return false;
+    const entries = this.#entries;
+    const retired = this.#retired;
+    const blocks = this.#workers.blocks;
+    let cursor = this.#cursor;
+    let spent = 0;
+    while (spent < budget && zombies.length > 0) {
+      const top = entries.top;
+      if (cursor >= top) cursor = 0;
+      if (this.#sinceDrop > top) {
+        // A whole sweep found nothing more of them: nothing is left (defensive).
+        while (zombies.length > 0) this.#finish(zombies[zombies.length - 1]!);
+        break;
+      }
+      const e = cursor++;
+      spent++;
+      this.#sinceDrop++;
+      const meta = entries.meta(e);
+      if (meta === FREE) continue;
+      const w = meta >>> 4;
+      if (retired[w] === 0) continue;
+      spent += DROP_COST + FREE_NODE_COST * this.#drop(e, w, meta);
+      this.#sinceDrop = 0;
+      if (blocks[w] === 0) this.#finish(w);
+    }
+    this.#cursor = cursor;
+    return zombies.length > 0;
   }
 
   findMatches(keys: BlockKeySeq): MatchResult {
@@ -214,11 +311,16 @@ export class RadixTreeIndex implements PrefixIndex {
   }
 
   stats(): IndexStats {
+    let pending = 0;
+    for (const z of this.#zombies) pending += this.#workers.blocks[z]!;
     return {
       nodes: this.#nodes.live,
       workers: this.#workers.count,
-      workerBlocks: this.#holdings.total,
+      workerBlocks: this.#holdings.total - pending,
       outcomes: this.#outcomes.toRecord(),
+      reclaimPendingBlocks: pending,
+      capEvictions: this.#capEvictions,
+      overflowResets: this.#overflowResets,
     };
   }
 
@@ -341,18 +443,17 @@ export class RadixTreeIndex implements PrefixIndex {
         entries.setMeta(e, meta | bit);
         this.#holdings.change(node, w, mask, mask | bit);
       } else {
-        const ck = copyKey(w, bit, hk.current());
+        const ck = e * 8 + bit;
         this.#copies.set(ck, (this.#copies.get(ck) ?? 0) + 1);
       }
+      entries.touch(e);
       return;
     }
     // The engine reused the hash for another block (e.g. re-stored under a new parent
     // after an eviction we did not see): an engine hash names one block at a time, so the
     // old placement is stale. Move the entry; the new placement has only this tier.
-    if (this.#copies.size > 0) {
-      const hash = hk.current();
-      for (const b of [GPU, HOST, DISK]) this.#copies.delete(copyKey(w, b, hash));
-    }
+    if (this.#copies.size > 0) this.#dropCopies(e);
+    entries.touch(e);
     entries.setNode(e, node);
     entries.setMeta(e, (meta & ~TIER_BITS) | bit);
     this.#holdings.change(old, w, mask, 0);
@@ -393,7 +494,7 @@ export class RadixTreeIndex implements PrefixIndex {
           unknown++;
           continue;
         }
-        if (this.#copies.size > 0 && this.#dropCopy(w, bit, this.#hashes.current())) continue;
+        if (this.#copies.size > 0 && this.#dropCopy(e, bit)) continue;
         const left = mask & ~bit;
         this.#holdings.change(node, w, mask, left);
         if (left === 0) {
@@ -408,9 +509,9 @@ export class RadixTreeIndex implements PrefixIndex {
     return { status: "block_not_found", unknownHashes: unknown };
   }
 
-  /** Removes one extra copy of (w, tier, hash) if there is one. */
-  #dropCopy(w: number, bit: number, hash: EngineBlockHash): boolean {
-    const ck = copyKey(w, bit, hash);
+  /** Removes one extra copy of (entry, tier) if there is one. */
+  #dropCopy(e: number, bit: number): boolean {
+    const ck = e * 8 + bit;
     const n = this.#copies.get(ck);
     if (n === undefined) return false;
     if (n > 1) this.#copies.set(ck, n - 1);
@@ -418,21 +519,69 @@ export class RadixTreeIndex implements PrefixIndex {
     return true;
   }
 
-  /** Every block of worker `w` goes (its slot stays registered). */
-  #clear(w: number): void {
-    if (this.#copies.size > 0) {
-      const prefix = `${w}:`;
-      for (const k of this.#copies.keys()) if (k.startsWith(prefix)) this.#copies.delete(k);
+  #dropCopies(e: number): void {
+    this.#copies.delete(e * 8 + GPU);
+    this.#copies.delete(e * 8 + HOST);
+    this.#copies.delete(e * 8 + DISK);
+  }
+
+  /**
+   * O(1) clear of slot `w`: its key leaves it (the next event of that worker gets a fresh
+   * slot), `findMatches` never credits it again (its disk run can never equal a block
+   * index), and `reclaim` frees its entries later.
+   */
+  #retire(w: number): void {
+    const slots = this.#workers;
+    slots.retire(w);
+    slots.diskRun[w] = -1;
+    this.#lastWorker = null;
+    if (slots.blocks[w] === 0) {
+      slots.recycle(w);
+      return;
     }
+    this.#retired[w] = 1;
+    this.#zombies.push(w);
+  }
+
+  /** Retired slot `w` holds nothing any more: it can be reused. */
+  #finish(w: number): void {
+    this.#retired[w] = 0;
+    const zombies = this.#zombies;
+    zombies.splice(zombies.indexOf(w), 1);
+    this.#workers.recycle(w);
+  }
+
+  /** Entry `e` (of slot `w`, with `meta`) goes with all its tiers; returns nodes freed. */
+  #drop(e: number, w: number, meta: number): number {
+    const node = this.#entries.node(e);
+    this.#holdings.change(node, w, meta & TIER_BITS, 0);
+    this.#dropEntry(e);
+    return this.#prune(node);
+  }
+
+  /**
+   * After an event of `worker`: a worker holding more GPU entries than its engine has
+   * blocks is reset; past the global cap the least recently stored entries go.
+   */
+  #bound(worker: WorkerKey): void {
+    const slots = this.#workers;
+    const w = this.#slot(worker);
+    const cap = slots.gpuCap[w]!;
+    if (cap > 0 && slots.gpuEntries[w]! > cap) {
+      this.#overflowResets++;
+      this.#retire(w);
+      this.#slot(worker);
+    }
+    const max = this.#maxBlocks;
+    if (max === 0) return;
     const entries = this.#entries;
-    const top = entries.top;
-    for (let e = 0; e < top; e++) {
+    while (entries.live > max) {
+      const e = entries.oldest;
       const meta = entries.meta(e);
-      if (meta === FREE || meta >>> 4 !== w) continue;
-      const node = entries.node(e);
-      this.#holdings.change(node, w, meta & TIER_BITS, 0);
-      this.#dropEntry(e);
-      this.#prune(node);
+      const victim = meta >>> 4;
+      this.#drop(e, victim, meta);
+      if (this.#retired[victim] === 0) this.#capEvictions++;
+      else if (slots.blocks[victim] === 0) this.#finish(victim);
     }
   }
 
@@ -456,14 +605,17 @@ export class RadixTreeIndex implements PrefixIndex {
 
   #dropEntry(e: number): void {
     const entries = this.#entries;
+    if (this.#copies.size > 0) this.#dropCopies(e);
     if ((entries.meta(e) >>> 3) & 1) this.#hashes.release(entries.lo(e));
     entries.remove(e);
   }
 
   /** Frees `node` and then its ancestors while they have neither holders nor children. */
-  #prune(node: number): void {
+  #prune(node: number): number {
     const nodes = this.#nodes;
-    while (node >= 0 && nodes.isUnused(node)) node = nodes.free(node);
+    let freed = 0;
+    for (; node >= 0 && nodes.isUnused(node); freed++) node = nodes.free(node);
+    return freed;
   }
 }
 
@@ -476,10 +628,6 @@ export class RadixTreeIndex implements PrefixIndex {
 function adapterOf(loraName: string | null, loraId: number | null): string | null {
   if (loraName !== null && loraName !== "") return loraName;
   return loraId ? `\u0000lora_id:${loraId}` : null;
-}
-
-function copyKey(w: number, bit: number, hash: EngineBlockHash): string {
-  return `${w}:${bit}:${hash}`;
 }
 
 function tierBit(tier: Tier): number {

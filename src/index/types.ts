@@ -59,6 +59,12 @@ export interface IndexStats {
   readonly workerBlocks: number;
   /** Outcome counters: `${event.type}/${status}` → count. */
   readonly outcomes: Readonly<Record<string, number>>;
+  /** Blocks of cleared workers whose memory is not reclaimed yet (never matched). */
+  readonly reclaimPendingBlocks: number;
+  /** Entries evicted, least recently stored first, because the index was at its cap. */
+  readonly capEvictions: number;
+  /** Workers reset for holding more GPU blocks than their engine has (lost removals). */
+  readonly overflowResets: number;
 }
 
 export interface PrefixIndex {
