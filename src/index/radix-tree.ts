@@ -33,6 +33,7 @@ import type {
   ApplyStatus,
   BlockKeySeq,
   IndexStats,
+  IndexUpkeep,
   MatchResult,
   PrefixIndex,
   WorkerMatch,
@@ -70,7 +71,7 @@ export interface RadixTreeOptions {
   readonly maxBlocks?: number;
 }
 
-export class RadixTreeIndex implements PrefixIndex {
+export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
   readonly blockSize: number;
   readonly #nodes: NodeStore;
   readonly #entries: EngineHashTable;

@@ -78,4 +78,18 @@ export interface PrefixIndex {
   stats(): IndexStats;
 }
 
+/**
+ * The upkeep a bounded index needs from its host's event loop (the core does no I/O and
+ * keeps no timers): reclaiming cleared workers' memory in slices, and learning each
+ * worker's capacity. `RadixTreeIndex` implements it.
+ */
+export interface IndexUpkeep {
+  /** True while cleared workers' memory waits for `reclaim`. */
+  readonly reclaimPending: boolean;
+  /** Does a bounded slice of reclamation; returns whether work remains. */
+  reclaim(budget?: number): boolean;
+  /** GPU blocks the worker's engine has (null = unknown); more held = lost removals. */
+  setWorkerCapacity(worker: WorkerKey, gpuBlocks: number | null): void;
+}
+
 export type { Tier };

@@ -19,6 +19,7 @@ import { LoadTracker } from "../load/load-tracker.js";
 import { WorkerRegistry } from "../load/worker-registry.js";
 import { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
+import { IndexUpkeepLoop } from "./index-upkeep.js";
 
 export interface ServiceOptions {
   readonly logger: Logger;
@@ -48,7 +49,10 @@ export async function createService(
 ): Promise<Service> {
   const nowMs = options.nowMs ?? Date.now;
   const logger = options.logger;
-  const index = new RadixTreeIndex({ blockSize: config.index.blockSize });
+  const index = new RadixTreeIndex({
+    blockSize: config.index.blockSize,
+    maxBlocks: config.index.maxBlocks,
+  });
   const registry = new WorkerRegistry();
   const loads = new LoadTracker({ staleAfterMs: config.load.staleAfterMs });
   const inFlight = new InFlightTracker(config.inFlight);
@@ -96,10 +100,13 @@ export async function createService(
     }
   }
   if (options.scrape !== false) scrapes.start();
+  const upkeep = new IndexUpkeepLoop({ index, registry, loads });
+  upkeep.start();
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
       await app.close();
+      upkeep.stop();
       await scrapes.stop();
       await pool.close();
     })();
