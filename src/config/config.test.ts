@@ -42,6 +42,7 @@ describe("loadConfig", () => {
       maxTokenId: 16_777_215,
     });
     expect(c.index.blockSize).toBe(16);
+    expect(c.index.maxBlocks).toBe(20_000_000);
     expect(c.scheduler).toEqual(DEFAULT_SCHEDULER_CONFIG);
     expect(c.log.level).toBe("info");
     expect(c.workers).toEqual([]);
@@ -95,6 +96,7 @@ describe("loadConfig", () => {
       kind: "vllm",
       model: null,
       blockSize: 16,
+      numGpuBlocks: null,
     });
   });
 
