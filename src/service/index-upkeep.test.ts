@@ -73,7 +73,8 @@ describe("IndexUpkeepLoop", () => {
     upkeep.stop();
     expect(index.stats().nodes).toBe(0);
     expect(turns).toBeGreaterThan(0);
-    const keys = computeBlockKeys(stored(0, 500).tokenIds as number[], BS, null);
+    const first = stored(0, 500);
+    const keys = computeBlockKeys(first.type === "stored" ? first.tokenIds : [], BS, null);
     expect(index.findMatches(keys).workers).toEqual([]);
   });
 });
