@@ -34,6 +34,7 @@ import { parseWorkerKey, type WorkerKey } from "../protocol/worker.js";
 import { ReplayClient, type ReplayOutcome } from "../transport/replay-client.js";
 import { decodeSeq } from "../transport/seq.js";
 import { type LogSink, noopLogger } from "../util/log-sink.js";
+import { applySlicer } from "./apply-slicer.js";
 import {
   type BatchDecodeResult,
   createStreamDecoder,
@@ -239,8 +240,12 @@ export class KvEventSubscriber {
     this.#firstContact();
   }
 
-  /** Threaded mode: one group of live messages from the decode thread, in arrival order. */
+  /** Threaded mode: one group of live messages, applied when the turn has room (apply-slicer.ts). */
   #onGroup(g: LiveGroup): void {
+    applySlicer.run(() => this.#applyGroup(g));
+  }
+
+  #applyGroup(g: LiveGroup): void {
     let s0 = 0;
     let p0 = 0;
     for (let i = 0; i < g.frameCounts.length && !this.#closed; i++) {
@@ -296,6 +301,7 @@ export class KvEventSubscriber {
       }
       if (this.#closed) return;
       this.#onMessage(frames.length, frames[1], frames[2], null);
+      if (applySlicer.spent()) await applySlicer.yieldTurn();
     }
   }
 
