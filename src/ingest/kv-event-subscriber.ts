@@ -240,24 +240,25 @@ export class KvEventSubscriber {
     this.#firstContact();
   }
 
-  /** Threaded mode: one group of live messages, applied when the turn has room (apply-slicer.ts). */
+  /**
+   * Threaded mode: one group of live messages from the decode thread, in arrival order;
+   * each is applied when the event-loop turn has room (apply-slicer.ts).
+   */
   #onGroup(g: LiveGroup): void {
-    applySlicer.run(() => this.#applyGroup(g));
-  }
-
-  #applyGroup(g: LiveGroup): void {
     let s0 = 0;
     let p0 = 0;
-    for (let i = 0; i < g.frameCounts.length && !this.#closed; i++) {
+    for (let i = 0; i < g.frameCounts.length; i++) {
       const frames = g.frameCounts[i]!;
-      const s1 = g.seqEnds[i]!;
-      const p1 = g.ends[i]!;
+      const seqFrame = g.seqBytes.subarray(s0, g.seqEnds[i]!);
+      const payload = g.bytes.subarray(p0, g.ends[i]!);
       const decoded = frames === 3 ? replyOf(g, i) : null;
-      this.#onMessage(frames, g.seqBytes.subarray(s0, s1), g.bytes.subarray(p0, p1), decoded);
-      s0 = s1;
-      p0 = p1;
+      applySlicer.run(() => {
+        if (!this.#closed) this.#onMessage(frames, seqFrame, payload, decoded);
+      });
+      s0 = g.seqEnds[i]!;
+      p0 = g.ends[i]!;
     }
-    this.#thread!.credit(this.#stream);
+    applySlicer.run(() => this.#thread!.credit(this.#stream));
   }
 
   /** The stream's identity and counters, as of now. */
