@@ -1,0 +1,275 @@
+/**
+ * Stall benchmark (issue 15 §1): does anything block the event loop for long?
+ *
+ * One process holds a `RadixTreeIndex` with a 4M-block worker and routes a 2k-token
+ * prompt through the real `Router` at a steady rate (default 500/s) from a timer. Each
+ * route's latency is measured from the moment it was *due*, so any event-loop pause shows
+ * up in it, as it would for an HTTP request arriving then. Phases:
+ *
+ * 1. idle: routing only (`route_p99_idle_ms`);
+ * 2. ingest: a child process (`ingest-publisher.ts`) publishes a flood of stored and
+ *    removed blocks over loopback ZeroMQ as fast as it can, into a `KvEventSubscriber`
+ *    (decode thread on, as the service runs it); a third of the way in, the 4M-block
+ *    worker is cleared (`removeWorker`, as a restart or an unfilled gap does), and the
+ *    service's upkeep loop reclaims its memory (`route_p99_during_ingest_ms`,
+ *    `clear_4m_pause_ms`: the synchronous part of the clear).
+ *
+ * `max_loop_pause_ms` is the largest event-loop delay `monitorEventLoopDelay` saw over
+ * both phases. Targets: no pause over 20 ms; route p99 during ingest ≤ 2 × idle.
+ * Usage: `npm run bench:stall [-- '{"bigBlocks":4000000,"floodBlocks":2000000}']`.
+ */
+
+import { type ChildProcess, fork } from "node:child_process";
+import { loadavg } from "node:os";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { RadixTreeIndex } from "../src/index/radix-tree.js";
+import { applySlicer } from "../src/ingest/apply-slicer.js";
+import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
+import { InFlightTracker } from "../src/load/in-flight.js";
+import { LoadTracker } from "../src/load/load-tracker.js";
+import { WorkerRegistry } from "../src/load/worker-registry.js";
+import { workerKey } from "../src/protocol/worker.js";
+import { Router } from "../src/router.js";
+import { DEFAULT_SCHEDULER_CONFIG } from "../src/scheduler/defaults.js";
+import { IndexUpkeepLoop } from "../src/service/index-upkeep.js";
+import { DEFAULT_WORKLOAD } from "./ingest-workload.js";
+
+const args = JSON.parse(process.argv[2] ?? "{}") as Partial<typeof DEFAULTS>;
+const DEFAULTS = {
+  bigBlocks: 4_000_000,
+  floodBlocks: 2_000_000,
+  routesPerS: 500,
+  idleMs: 3000,
+  promptTokens: 2048,
+};
+const o = { ...DEFAULTS, ...args };
+const BS = 16;
+const BIG = workerKey("big", 0);
+const FLOOD = workerKey("flood", 0);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+type ChildMessage =
+  | { type: "ready"; endpoint: string; replayEndpoint: string; batches: number; blocks: number }
+  | { type: "done"; lastSeq: string; sendMs: number };
+
+function nextMessage<T extends ChildMessage["type"]>(
+  child: ChildProcess,
+  type: T,
+): Promise<Extract<ChildMessage, { type: T }>> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (msg: ChildMessage) => {
+      if (msg.type !== type) return;
+      child.off("message", onMessage);
+      child.off("exit", onExit);
+      resolve(msg as Extract<ChildMessage, { type: T }>);
+    };
+    const onExit = (code: number | null) => reject(new Error(`publisher exited (${code})`));
+    child.on("message", onMessage);
+    child.once("exit", onExit);
+  });
+}
+
+/** Fills `worker` with `blocks` blocks in chains of 64, through the word entry point. */
+function fill(index: RadixTreeIndex, worker: typeof BIG, blocks: number): void {
+  const n = 64;
+  const words = new Uint32Array(2 * n);
+  const tokens = new Uint32Array(n * BS);
+  for (let c = 0; c * n < blocks; c++) {
+    for (let i = 0; i < n; i++) {
+      words[2 * i] = c;
+      words[2 * i + 1] = i + 1;
+    }
+    for (let t = 0; t < tokens.length; t++) tokens[t] = (c * 7919 + t) & 0xffffff;
+    index.applyStoredWords(
+      worker,
+      words,
+      0,
+      n,
+      -1,
+      tokens,
+      0,
+      tokens.length,
+      BS,
+      "gpu",
+      null,
+      null,
+    );
+  }
+}
+
+function percentile(xs: number[], p: number): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+}
+
+const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+
+async function main(): Promise<void> {
+  const index = new RadixTreeIndex({ blockSize: BS, initialCapacity: 1 << 20 });
+  const t0 = performance.now();
+  fill(index, BIG, o.bigBlocks);
+  console.log(
+    `filled ${index.stats().workerBlocks} blocks in ${round((performance.now() - t0) / 1000)} s`,
+  );
+
+  const registry = new WorkerRegistry();
+  const loads = new LoadTracker({ staleAfterMs: 60_000 });
+  const inFlight = new InFlightTracker({ prefillTtlMs: 60_000, ttlMs: 600_000 });
+  for (const id of ["big", "flood"]) {
+    registry.upsert({ workerId: id, url: "http://127.0.0.1:1", kind: "vllm", blockSize: BS });
+    loads.update(workerKey(id, 0), { running: 0, waiting: 0, kvUsage: 0.1, atMs: 0 }, 0);
+  }
+  const router = new Router({
+    index,
+    registry,
+    loads,
+    inFlight,
+    config: DEFAULT_SCHEDULER_CONFIG,
+    rng: Math.random,
+  });
+  // The longest single pieces of work the loop ran: one reclaim slice, one apply task.
+  const pieces = { reclaim: [] as number[], apply: [] as number[] };
+  const reclaim = index.reclaim.bind(index);
+  index.reclaim = (budget?: number) => {
+    const t = performance.now();
+    const more = reclaim(budget);
+    pieces.reclaim.push(performance.now() - t);
+    return more;
+  };
+  const run = applySlicer.run.bind(applySlicer);
+  applySlicer.run = (task: () => void) =>
+    run(() => {
+      const t = performance.now();
+      task();
+      pieces.apply.push(performance.now() - t);
+    });
+  const upkeep = new IndexUpkeepLoop({ index, registry, loads });
+  upkeep.start();
+  // The prompt: the first 2k tokens of one of the big worker's chains.
+  const prompt = Array.from({ length: o.promptTokens }, (_, t) => (5 * 7919 + t) & 0xffffff);
+
+  let phase: "idle" | "ingest" | "other" = "idle";
+  const latency = { idle: [] as number[], ingest: [] as number[], other: [] as number[] };
+  const period = 1000 / o.routesPerS;
+  let running = true;
+  let n = 0;
+  const start = performance.now();
+  const tick = () => {
+    if (!running) return;
+    // Every route due by now runs in this callback, as requests that arrived over HTTP
+    // during a pause would all be read in the next poll phase.
+    const now = performance.now();
+    for (let due = start + n * period; due <= now; due = start + n * period) {
+      router.route({ tokenIds: prompt, requestId: `r${n}` }, Date.now());
+      inFlight.done(`r${n}`, Date.now());
+      latency[phase].push(performance.now() - due);
+      n++;
+    }
+    setTimeout(tick, Math.max(0, start + n * period - performance.now()));
+  };
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
+  tick();
+  await sleep(o.idleMs);
+
+  phase = "other";
+  const script = fileURLToPath(new URL("./ingest-publisher.ts", import.meta.url));
+  const workload = { ...DEFAULT_WORKLOAD, blocks: o.floodBlocks };
+  const child = fork(script, [JSON.stringify(workload)], {
+    execArgv: ["--import", "tsx"],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  const ready = await nextMessage(child, "ready");
+  const sub = new KvEventSubscriber(
+    {
+      worker: FLOOD,
+      endpoint: ready.endpoint,
+      replayEndpoint: ready.replayEndpoint,
+      topic: "kv-events",
+      format: "vllm",
+      replayTimeoutMs: 5000,
+      receiveHighWaterMark: 1_000_000,
+      decodeThread: true,
+    },
+    index,
+    { now: () => performance.now() },
+  );
+  while (sub.state().batches - sub.state().replayedBatches === 0) {
+    child.send({ cmd: "probe" });
+    await sleep(20);
+  }
+  await sleep(200);
+  // Measured phases only: the pause histogram restarts here and at the idle phase.
+  const idleLoopMax = loop.max / 1e6;
+  loop.reset();
+  const done = nextMessage(child, "done");
+  const b0 = sub.state().batches;
+  const i0 = performance.now();
+  phase = "ingest";
+  child.send({ cmd: "go" });
+  while (sub.state().batches - b0 < ready.batches / 3) await sleep(5);
+  const c0 = performance.now();
+  index.removeWorker(BIG);
+  const clearMs = performance.now() - c0;
+  const report = await done;
+  const lastSeq = BigInt(report.lastSeq);
+  while (sub.state().lastSeq !== lastSeq || sub.state().replaying) await sleep(2);
+  const ingestS = (performance.now() - i0) / 1000;
+  while (index.reclaimPending) await sleep(5);
+  const reclaimS = (performance.now() - c0) / 1000;
+  phase = "other";
+  const ingestLoopMax = loop.max / 1e6;
+  running = false;
+  loop.disable();
+  upkeep.stop();
+  const s = sub.state();
+  await sub.close();
+  child.send({ cmd: "exit" });
+  await Promise.race([new Promise((r) => child.once("exit", r)), sleep(3000)]);
+  if (child.exitCode === null) child.kill();
+
+  const idleP99 = percentile(latency.idle, 99);
+  const ingestP99 = percentile(latency.ingest, 99);
+  const result = {
+    max_loop_pause_ms: round(Math.max(idleLoopMax, ingestLoopMax)),
+    route_p99_during_ingest_ms: round(ingestP99, 3),
+    route_p99_idle_ms: round(idleP99, 3),
+    clear_4m_pause_ms: round(clearMs, 3),
+    ingest_over_idle_p99: round(ingestP99 / idleP99),
+    route_p50_idle_ms: round(percentile(latency.idle, 50), 3),
+    route_p50_during_ingest_ms: round(percentile(latency.ingest, 50), 3),
+    route_max_during_ingest_ms: round(Math.max(...latency.ingest), 3),
+    loop_pause_max_idle_ms: round(idleLoopMax),
+    loop_pause_max_ingest_ms: round(ingestLoopMax),
+    // Wall time of single pieces of loop work (a long one may also be preemption).
+    reclaim_slice_p99_ms: round(percentile(pieces.reclaim, 99), 3),
+    reclaim_slice_max_ms: round(Math.max(...pieces.reclaim), 3),
+    reclaim_slices: pieces.reclaim.length,
+    apply_task_p99_ms: round(percentile(pieces.apply, 99), 3),
+    apply_task_max_ms: round(Math.max(...pieces.apply), 3),
+    apply_tasks: pieces.apply.length,
+    routes_idle: latency.idle.length,
+    routes_during_ingest: latency.ingest.length,
+    big_blocks: o.bigBlocks,
+    flood_blocks: ready.blocks,
+    ingest_s: round(ingestS),
+    ingest_blocks_per_s: Math.round(ready.blocks / ingestS),
+    clear_to_reclaimed_s: round(reclaimS),
+    load_average_1m: round(loadavg()[0]!),
+    gaps: s.gaps,
+    resets: s.resets,
+  };
+  console.log(
+    `route p99 idle ${result.route_p99_idle_ms} ms, during ingest ${result.route_p99_during_ingest_ms} ms (×${result.ingest_over_idle_p99})`,
+  );
+  console.log(
+    `max event-loop pause ${result.max_loop_pause_ms} ms; clear of ${o.bigBlocks} blocks ${result.clear_4m_pause_ms} ms (reclaimed within ${result.clear_to_reclaimed_s} s)`,
+  );
+  console.log(`ingest ${result.ingest_blocks_per_s} blocks/s while routing ${o.routesPerS}/s`);
+  console.log(JSON.stringify(result));
+  process.exit(0);
+}
+
+await main();
