@@ -24,6 +24,7 @@ import { loadavg } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
+import type { HashWords, TokenWords } from "../src/index/types.js";
 import { applySlicer } from "../src/ingest/apply-slicer.js";
 import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
 import { InFlightTracker } from "../src/load/in-flight.js";
@@ -73,28 +74,17 @@ function nextMessage<T extends ChildMessage["type"]>(
 /** Fills `worker` with `blocks` blocks in chains of 64, through the word entry point. */
 function fill(index: RadixTreeIndex, worker: typeof BIG, blocks: number): void {
   const n = 64;
-  const words = new Uint32Array(2 * n);
-  const tokens = new Uint32Array(n * BS);
+  const hashes = new Uint32Array(2 * n) as HashWords;
+  const tokens = new Uint32Array(n * BS) as TokenWords;
+  const event = { hashes, first: 0, count: n, tier: "gpu", parentPair: -1, tokens } as const;
+  const rest = { tokenOffset: 0, tokenCount: tokens.length, blockSize: BS, loraName: null };
   for (let c = 0; c * n < blocks; c++) {
     for (let i = 0; i < n; i++) {
-      words[2 * i] = c;
-      words[2 * i + 1] = i + 1;
+      hashes[2 * i] = c;
+      hashes[2 * i + 1] = i + 1;
     }
     for (let t = 0; t < tokens.length; t++) tokens[t] = (c * 7919 + t) & 0xffffff;
-    index.applyStoredWords(
-      worker,
-      words,
-      0,
-      n,
-      -1,
-      tokens,
-      0,
-      tokens.length,
-      BS,
-      "gpu",
-      null,
-      null,
-    );
+    index.applyStoredWords(worker, { ...event, ...rest, loraId: null });
   }
 }
 

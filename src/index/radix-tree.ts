@@ -32,10 +32,14 @@ import type {
   ApplyResult,
   ApplyStatus,
   BlockKeySeq,
+  HashWords,
   IndexStats,
   IndexUpkeep,
   MatchResult,
   PrefixIndex,
+  RemovedWords,
+  StoredWords,
+  WordsIndex,
   WorkerMatch,
 } from "./types.js";
 import { MAX_WORKERS, WorkerSlots } from "./worker-slots.js";
@@ -51,7 +55,31 @@ const APPLIED = result("applied");
 const PARENT_NOT_FOUND = result("parent_not_found");
 const BLOCK_SIZE_MISMATCH = result("block_size_mismatch");
 const INVALID_TOKEN_COUNT = result("invalid_token_count");
-const NO_WORDS = new Uint32Array(0);
+const NO_WORDS = new Uint32Array(0) as HashWords;
+
+/**
+ * The hashes of one event: strings (`hashes` not null; hash i is `hashes[first + i]`) or
+ * the word pairs of `words` (hash i is pair `first + i`). One scratch object per index.
+ */
+interface HashSource {
+  hashes: readonly EngineBlockHash[] | null;
+  words: HashWords;
+  first: number;
+  count: number;
+}
+
+/** A stored event from either source; the parent is `parentHash` or pair `parentPair`. */
+interface Chain extends HashSource {
+  parentHash: EngineBlockHash | null;
+  parentPair: number;
+  tokens: ArrayLike<number>;
+  tokenOffset: number;
+  tokenCount: number;
+  blockSize: number;
+  bit: number;
+  loraName: string | null;
+  loraId: number | null;
+}
 
 /** One `reclaim` budget unit pays for one entry looked at; dropping one and freeing nodes cost more. */
 const DROP_COST = 16;
@@ -71,7 +99,7 @@ export interface RadixTreeOptions {
   readonly maxBlocks?: number;
 }
 
-export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
+export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   readonly blockSize: number;
   readonly #nodes: NodeStore;
   readonly #entries: EngineHashTable;
@@ -98,6 +126,21 @@ export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
   #capEvictions = 0;
   #overflowResets = 0;
   #keys = new Uint32Array(256);
+  readonly #chain: Chain = {
+    hashes: null,
+    words: NO_WORDS,
+    first: 0,
+    count: 0,
+    parentHash: null,
+    parentPair: -1,
+    tokens: NO_WORDS,
+    tokenOffset: 0,
+    tokenCount: 0,
+    blockSize: 0,
+    bit: 0,
+    loraName: null,
+    loraId: null,
+  };
   /** The worker of the last event and its slot: streams apply long runs of one worker. */
   #lastWorker: WorkerKey | null = null;
   #lastSlot = 0;
@@ -126,15 +169,7 @@ export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
         r = this.#stored(w, event);
         break;
       case "removed":
-        r = this.#retier(
-          w,
-          event.blockHashes,
-          NO_WORDS,
-          0,
-          event.blockHashes.length,
-          tierBit(event.tier),
-          false,
-        );
+        r = this.#retier(w, this.#strings(event.blockHashes), tierBit(event.tier), false);
         break;
       case "cleared":
         this.#retire(w);
@@ -151,61 +186,50 @@ export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
     return r;
   }
 
-  /**
-   * `applyEvent` of a stored event whose hashes are 64-bit integers given as (hi, lo)
-   * words, without `EngineBlockHash` strings (the threaded ingest path, see
-   * protocol/event-tape.ts). Block `i`'s hash is `words[2 * (pair + i)]`, `…+ 1`; the
-   * parent's is at pair `parentPair` (−1 = root); tokens are `tokens[tokenOffset, +tokenCount)`.
-   * Same rules and outcomes as `applyEvent` with the hashes' hex form.
-   */
-  applyStoredWords(
-    worker: WorkerKey,
-    words: Uint32Array,
-    pair: number,
-    count: number,
-    parentPair: number,
-    tokens: Uint32Array,
-    tokenOffset: number,
-    tokenCount: number,
-    blockSize: number,
-    tier: Tier,
-    loraName: string | null,
-    loraId: number | null,
-  ): ApplyResult {
+  /** `applyEvent` of a stored event whose hashes are 64-bit integers given as words. */
+  applyStoredWords(worker: WorkerKey, ev: StoredWords): ApplyResult {
     const w = this.#slot(worker);
-    const r = this.#storeChain(
-      w,
-      null,
-      words,
-      pair,
-      count,
-      null,
-      parentPair,
-      tokens,
-      tokenOffset,
-      tokenCount,
-      blockSize,
-      tierBit(tier),
-      loraName,
-      loraId,
-    );
+    const c = this.#chain;
+    c.hashes = null;
+    c.words = ev.hashes;
+    c.first = ev.first;
+    c.count = ev.count;
+    c.parentHash = null;
+    c.parentPair = ev.parentPair;
+    c.tokens = ev.tokens;
+    c.tokenOffset = ev.tokenOffset;
+    c.tokenCount = ev.tokenCount;
+    c.blockSize = ev.blockSize;
+    c.bit = tierBit(ev.tier);
+    c.loraName = ev.loraName;
+    c.loraId = ev.loraId;
+    const r = this.#storeChain(w, c);
     this.#outcomes.count("stored", r.status);
     this.#bound(worker);
     return r;
   }
 
-  /** `applyEvent` of a removed event with 64-bit integer hashes as words (see above). */
-  applyRemovedWords(
-    worker: WorkerKey,
-    words: Uint32Array,
-    pair: number,
-    count: number,
-    tier: Tier,
-  ): ApplyResult {
+  /** `applyEvent` of a removed event with 64-bit integer hashes as words. */
+  applyRemovedWords(worker: WorkerKey, ev: RemovedWords): ApplyResult {
     const w = this.#slot(worker);
-    const r = this.#retier(w, null, words, pair, count, tierBit(tier), false);
+    const c = this.#chain;
+    c.hashes = null;
+    c.words = ev.hashes;
+    c.first = ev.first;
+    c.count = ev.count;
+    const r = this.#retier(w, c, tierBit(ev.tier), false);
     this.#outcomes.count("removed", r.status);
     return r;
+  }
+
+  /** The scratch source loaded with string hashes. */
+  #strings(hashes: readonly EngineBlockHash[]): HashSource {
+    const c = this.#chain;
+    c.hashes = hashes;
+    c.words = NO_WORDS;
+    c.first = 0;
+    c.count = hashes.length;
+    return c;
   }
 
   /** The slot of `worker`, registering it on first sight. */
@@ -331,62 +355,41 @@ export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
   }
 
   #stored(w: number, ev: BlockStoredEvent): ApplyResult {
-    const hashes = ev.blockHashes;
-    const tokens = ev.tokenIds;
-    return this.#storeChain(
-      w,
-      hashes,
-      NO_WORDS,
-      0,
-      hashes.length,
-      ev.parentHash,
-      -1,
-      tokens,
-      0,
-      tokens.length,
-      ev.blockSize,
-      tierBit(ev.tier),
-      ev.loraName,
-      ev.loraId,
-    );
+    const c = this.#chain;
+    this.#strings(ev.blockHashes);
+    c.parentHash = ev.parentHash;
+    c.parentPair = -1;
+    c.tokens = ev.tokenIds;
+    c.tokenOffset = 0;
+    c.tokenCount = ev.tokenIds.length;
+    c.blockSize = ev.blockSize;
+    c.bit = tierBit(ev.tier);
+    c.loraName = ev.loraName;
+    c.loraId = ev.loraId;
+    return this.#storeChain(w, c);
   }
 
-  /**
-   * The one implementation of a stored event, for both hash sources: `hashes` (strings)
-   * when not null, else pairs `[pair, pair + n)` of `words` (parent: `parentHash` or
-   * `parentPair`, see `#setKey`).
-   */
-  #storeChain(
-    w: number,
-    hashes: readonly EngineBlockHash[] | null,
-    words: Uint32Array,
-    pair: number,
-    n: number,
-    parentHash: EngineBlockHash | null,
-    parentPair: number,
-    tokens: ArrayLike<number>,
-    tokenOffset: number,
-    tokenCount: number,
-    blockSize: number,
-    bit: number,
-    loraName: string | null,
-    loraId: number | null,
-  ): ApplyResult {
+  /** The one implementation of a stored event, for both hash sources (see `Chain`). */
+  #storeChain(w: number, c: Chain): ApplyResult {
+    const n = c.count;
+    const bit = c.bit;
     // Offload placeholder: blocks already known by hash gain a tier.
-    if (tokenCount === 0) return this.#retier(w, hashes, words, pair, n, bit, true);
+    if (c.tokenCount === 0) return this.#retier(w, c, bit, true);
     const bs = this.blockSize;
-    if (blockSize !== bs) return BLOCK_SIZE_MISMATCH;
-    if (tokenCount !== n * bs) return INVALID_TOKEN_COUNT;
+    if (c.blockSize !== bs) return BLOCK_SIZE_MISMATCH;
+    if (c.tokenCount !== n * bs) return INVALID_TOKEN_COUNT;
     let parent = -1;
     let phi: number;
     let plo: number;
-    if (hashes !== null ? parentHash === null : parentPair < 0) {
-      const root = rootKey(adapterOf(loraName, loraId));
+    if (c.hashes !== null ? c.parentHash === null : c.parentPair < 0) {
+      const root = rootKey(adapterOf(c.loraName, c.loraId));
       phi = root[0];
       plo = root[1];
     } else {
       const e =
-        hashes !== null ? this.#lookup(w, parentHash!) : this.#lookupWords(w, words, parentPair);
+        c.hashes !== null
+          ? this.#lookup(w, c.parentHash!)
+          : this.#lookupWords(w, c.words, c.parentPair);
       if (e < 0) return PARENT_NOT_FOUND;
       parent = this.#entries.node(e);
       phi = this.#nodes.keyHi(parent);
@@ -394,7 +397,7 @@ export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
     }
     if (this.#keys.length < 2 * n) this.#keys = new Uint32Array(2 * n);
     const keys = this.#keys;
-    chainBlockKeys(phi, plo, tokens, tokenOffset, n, bs, keys, 0);
+    chainBlockKeys(phi, plo, c.tokens, c.tokenOffset, n, bs, keys, 0);
     const nodes = this.#nodes;
     let prev = parent;
     for (let i = 0; i < n; i++) {
@@ -402,7 +405,7 @@ export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
       const lo = keys[2 * i + 1]!;
       let node = nodes.find(hi, lo);
       if (node < 0) node = nodes.create(hi, lo, prev);
-      this.#setKey(hashes, words, pair + i, true);
+      this.#setKey(c, c.first + i, true);
       this.#register(w, node, bit);
       prev = node;
     }
@@ -413,14 +416,9 @@ export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
    * Loads hash `i` of the source into the key parser (`hashes[i]`, or the integer at
    * pair `i` of `words`). False when a string hash was never interned and `intern` is off.
    */
-  #setKey(
-    hashes: readonly EngineBlockHash[] | null,
-    words: Uint32Array,
-    i: number,
-    intern: boolean,
-  ): boolean {
-    if (hashes !== null) return this.#hashes.parse(hashes[i]!, intern);
-    this.#hashes.setInt(words[2 * i]!, words[2 * i + 1]!);
+  #setKey(src: HashSource, i: number, intern: boolean): boolean {
+    if (src.hashes !== null) return this.#hashes.parse(src.hashes[i]!, intern);
+    this.#hashes.setInt(src.words[2 * i]!, src.words[2 * i + 1]!);
     return true;
   }
 
@@ -466,19 +464,12 @@ export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
    * Adds (`add`) or removes tier `bit` for blocks already known by hash. Unknown hashes
    * (or, on removal, hashes not held in that tier) are counted; the rest are applied.
    */
-  #retier(
-    w: number,
-    hashes: readonly EngineBlockHash[] | null,
-    words: Uint32Array,
-    pair: number,
-    n: number,
-    bit: number,
-    add: boolean,
-  ): ApplyResult {
+  #retier(w: number, src: HashSource, bit: number, add: boolean): ApplyResult {
     const entries = this.#entries;
+    const end = src.first + src.count;
     let unknown = 0;
-    for (let i = 0; i < n; i++) {
-      const e = this.#setKey(hashes, words, pair + i, false) ? this.#findKey(w) : -1;
+    for (let i = src.first; i < end; i++) {
+      const e = this.#setKey(src, i, false) ? this.#findKey(w) : -1;
       if (e < 0) {
         unknown++;
         continue;
@@ -593,7 +584,7 @@ export class RadixTreeIndex implements PrefixIndex, IndexUpkeep {
   }
 
   /** Entry of worker `w`'s integer hash at pair `i` of `words`, or −1. */
-  #lookupWords(w: number, words: Uint32Array, i: number): number {
+  #lookupWords(w: number, words: HashWords, i: number): number {
     this.#hashes.setInt(words[2 * i]!, words[2 * i + 1]!);
     return this.#findKey(w);
   }
