@@ -13,7 +13,7 @@
  */
 
 import { RecordPool } from "./record-pool.js";
-import { SlotTable } from "./slot-table.js";
+import { SlotTable, TOMB } from "./slot-table.js";
 
 const STRIDE = 6;
 const HI = 0;
@@ -57,14 +57,26 @@ export class EngineHashTable {
   /** Entry of (worker, kind, hash), or −1. `wk` is `worker << 1 | kind`. */
   find(wk: number, hi: number, lo: number): number {
     const t = this.#table;
-    const slots = t.slots;
-    const rec = this.#records.rec;
-    const mask = t.mask;
     const h = hashOf(wk, hi, lo);
-    for (let i = h >>> t.shift; ; i = (i + 1) & mask) {
+    const e = this.#probe(t.slots, t.mask, t.shift, h, wk, hi, lo);
+    if (e >= 0 || t.old === null) return e;
+    return this.#probe(t.old, t.oldMask, t.oldShift, h, wk, hi, lo);
+  }
+
+  #probe(
+    slots: Uint32Array,
+    mask: number,
+    shift: number,
+    h: number,
+    wk: number,
+    hi: number,
+    lo: number,
+  ) {
+    const rec = this.#records.rec;
+    for (let i = h >>> shift; ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
       if (id === 0) return -1;
-      if (slots[2 * i + 1] !== h) continue;
+      if (slots[2 * i + 1] !== h || id === TOMB) continue;
       const r = (id - 1) * STRIDE;
       if (rec[r + LO] === lo && rec[r + HI] === hi && rec[r + META]! >>> 3 === wk) return id - 1;
     }

@@ -14,7 +14,7 @@
 
 import { chunkSize, HolderPool } from "./holder-pool.js";
 import { RecordPool } from "./record-pool.js";
-import { SlotTable } from "./slot-table.js";
+import { SlotTable, TOMB } from "./slot-table.js";
 
 // Record layout (words).
 const STRIDE = 6;
@@ -44,14 +44,17 @@ export class NodeStore {
   /** Node id of a key, or −1. */
   find(hi: number, lo: number): number {
     const t = this.#table;
-    const slots = t.slots;
-    const rec = this.#records.rec;
-    const mask = t.mask;
     const h = hashOf(hi, lo);
-    for (let i = h >>> t.shift; ; i = (i + 1) & mask) {
+    const n = this.#probe(t.slots, t.mask, t.shift, h, hi, lo);
+    return n >= 0 || t.old === null ? n : this.#probe(t.old, t.oldMask, t.oldShift, h, hi, lo);
+  }
+
+  #probe(slots: Uint32Array, mask: number, shift: number, h: number, hi: number, lo: number) {
+    const rec = this.#records.rec;
+    for (let i = h >>> shift; ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
       if (id === 0) return -1;
-      if (slots[2 * i + 1] === h) {
+      if (slots[2 * i + 1] === h && id !== TOMB) {
         const r = (id - 1) * STRIDE;
         if (rec[r + KEY_LO] === lo && rec[r + KEY_HI] === hi) return id - 1;
       }
