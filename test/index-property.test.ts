@@ -216,7 +216,7 @@ describe("RadixTreeIndex against a brute-force model", () => {
         }),
         (commands, maxBlocks, caps) => {
           const index = new RadixTreeIndex({ blockSize: BS, initialCapacity: 16, maxBlocks });
-          WORKERS.forEach((w, i) => index.setWorkerCapacity(w, caps[i] ?? null));
+          for (const [i, w] of WORKERS.entries()) index.setWorkerCapacity(w, caps[i] ?? null);
           const model = new ReferenceIndex(BS);
           play(commands, index, model, () => {
             const s = index.stats();

@@ -31,7 +31,6 @@ function parseHex8(s: string, at: number): number {
   return v >>> 0;
 }
 
-
 function round(h: number, k: number): number {
   k = Math.imul(k, 0xcc9e2d51);
   k = (k << 15) | (k >>> 17);
