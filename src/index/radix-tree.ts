@@ -84,8 +84,8 @@ interface Chain extends HashSource {
 /** One `reclaim` budget unit pays for one entry looked at; dropping one and freeing nodes cost more. */
 const DROP_COST = 16;
 const FREE_NODE_COST = 4;
-/** A `reclaim` budget of about a millisecond or two on a current core. */
-export const RECLAIM_SLICE = 1 << 15;
+/** A `reclaim` budget of about half a millisecond on a current core. */
+export const RECLAIM_SLICE = 1 << 14;
 
 export interface RadixTreeOptions {
   /** Tokens per block; stored events with another block size are rejected. */

@@ -3,7 +3,7 @@
  * thread posts groups of up to 64 batches; a socket with a backlog resolves receives back
  * to back), and Node runs a burst of thread messages or resolved receives without polling
  * for I/O in between: a flood would hold HTTP requests, scrapes and `/metrics` for
- * seconds. The slicer lets apply work run for at most `sliceMs` per event-loop turn; work
+ * seconds. The slicer lets apply work run for at most `sliceMs` (1 ms) per event-loop turn; work
  * arriving after that waits, in arrival order, for a later turn (`setImmediate`, which
  * runs after the turn's I/O). One slicer is shared by every subscriber of the process, so
  * the budget is per turn, not per stream.
@@ -21,7 +21,7 @@ export class ApplySlicer {
   #inSlice = false;
   #sliceStart = 0;
 
-  constructor(sliceMs = 5, now: () => number = () => performance.now()) {
+  constructor(sliceMs = 1, now: () => number = () => performance.now()) {
     this.sliceMs = sliceMs;
     this.#now = now;
   }
