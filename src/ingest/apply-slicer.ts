@@ -14,7 +14,8 @@
 import { performance } from "node:perf_hooks";
 
 export class ApplySlicer {
-  readonly sliceMs: number;
+  /** Apply time per event-loop turn (ms); the benchmark varies it. */
+  sliceMs: number;
   readonly #now: () => number;
   readonly #queue: (() => void)[] = [];
   #head = 0;
