@@ -28,7 +28,7 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
 import type { HashWords, TokenWords } from "../src/index/types.js";
@@ -145,12 +145,17 @@ async function main(): Promise<void> {
   });
   // The longest single pieces of work the loop ran: one reclaim slice, one apply task.
   const pieces = { reclaim: [] as number[], apply: [] as number[] };
+  /** Pieces over 20 ms net, with when they started (ms since the process began). */
+  const slow: { piece: string; n: number; ms: number; at: number }[] = [];
   const reclaim = index.reclaim.bind(index);
   index.reclaim = (budget?: number) => {
     const t = performance.now();
     const w = runQueueWaitMs();
     const more = reclaim(budget);
-    pieces.reclaim.push(performance.now() - t - (runQueueWaitMs() - w));
+    const ms = performance.now() - t - (runQueueWaitMs() - w);
+    pieces.reclaim.push(ms);
+    if (ms > 20)
+      slow.push({ piece: "reclaim", n: pieces.reclaim.length, ms: round(ms), at: round(t) });
     return more;
   };
   const run = applySlicer.run.bind(applySlicer);
@@ -159,7 +164,10 @@ async function main(): Promise<void> {
       const t = performance.now();
       const w = runQueueWaitMs();
       task();
-      pieces.apply.push(performance.now() - t - (runQueueWaitMs() - w));
+      const ms = performance.now() - t - (runQueueWaitMs() - w);
+      pieces.apply.push(ms);
+      if (ms > 20)
+        slow.push({ piece: "apply", n: pieces.apply.length, ms: round(ms), at: round(t) });
     });
   applySlicer.sliceMs = o.sliceMs;
   const upkeep = new IndexUpkeepLoop({ index, registry, loads });
@@ -198,6 +206,16 @@ async function main(): Promise<void> {
     lastWait = runQueueWaitMs();
     setTimeout(tick, Math.max(0, start + n * period - performance.now()));
   };
+  // Garbage collections and how long the longest took (they count as loop pauses too).
+  let gcMax = 0;
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      gcMax = Math.max(gcMax, e.duration);
+      if (e.duration > 20)
+        slow.push({ piece: "gc", n: 0, ms: round(e.duration), at: round(e.startTime) });
+    }
+  });
+  gcObserver.observe({ entryTypes: ["gc"] });
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
   tick();
@@ -252,6 +270,7 @@ async function main(): Promise<void> {
   const ingestLoopMax = loop.max / 1e6;
   running = false;
   loop.disable();
+  gcObserver.disconnect();
   upkeep.stop();
   const s = sub.state();
   await sub.close();
@@ -294,6 +313,8 @@ async function main(): Promise<void> {
     load_average_1m: round(loadavg()[0]!),
     gaps: s.gaps,
     resets: s.resets,
+    slow_pieces: slow.slice(0, 20),
+    gc_ms_max: round(gcMax),
   };
   console.log(
     `route p99 idle ${result.route_p99_idle_ms} ms, during ingest ${result.route_p99_during_ingest_ms} ms (×${result.ingest_over_idle_p99})`,
