@@ -211,8 +211,11 @@ async function main(): Promise<void> {
   const gcObserver = new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
       gcMax = Math.max(gcMax, e.duration);
-      if (e.duration > 20)
-        slow.push({ piece: "gc", n: 0, ms: round(e.duration), at: round(e.startTime) });
+      // detail.kind: 1 scavenge, 2 mark-compact, 4 incremental marking, 8 weak callbacks.
+      const kind = (e as unknown as { detail?: { kind?: number } }).detail?.kind ?? 0;
+      if (e.duration > 20) {
+        slow.push({ piece: `gc${kind}`, n: 0, ms: round(e.duration), at: round(e.startTime) });
+      }
     }
   });
   gcObserver.observe({ entryTypes: ["gc"] });
