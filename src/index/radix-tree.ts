@@ -15,8 +15,9 @@
  * own capacity (`setWorkerCapacity`): holding more than the engine can is proof of lost
  * removals, and the worker is reset.
  *
- * Long file: the tree's mutation paths (store chain, remove, clear) share private
- * helpers over one node store; split, each half would need the other's internals.
+ * Long file: the tree's mutation paths (store chain, remove, retire and reclaim, the
+ * bounds' evictions) share private helpers over one node store and one entry table;
+ * split, each half would need the other's internals.
  */
 
 import type { EngineBlockHash } from "../protocol/engine-hash.js";
