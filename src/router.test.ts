@@ -61,7 +61,15 @@ class SetIndex implements PrefixIndex {
     return { blocks: keys.length / 2, workers };
   }
   stats(): IndexStats {
-    return { nodes: 0, workers: this.held.size, workerBlocks: 0, outcomes: {} };
+    return {
+      nodes: 0,
+      workers: this.held.size,
+      workerBlocks: 0,
+      outcomes: {},
+      reclaimPendingBlocks: 0,
+      capEvictions: 0,
+      overflowResets: 0,
+    };
   }
 }
 

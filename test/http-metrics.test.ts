@@ -81,6 +81,26 @@ describe("GET /metrics", () => {
     expect(text).toContain("nodejs_eventloop_lag_seconds");
   });
 
+  it("counts a worker reset for holding more GPU blocks than its engine reports", async () => {
+    const s = await service();
+    // The engine reports 2 GPU blocks; the service's upkeep loop passes that to the index.
+    await s.app.inject({
+      method: "PUT",
+      url: "/v1/workers/w0/load",
+      payload: { running: 0, waiting: 0, kv_usage: 0.5, num_gpu_blocks: 2 },
+    });
+    const prompt = tokens(48);
+    for (let i = 0; i < 100 && s.index.stats().overflowResets === 0; i++) {
+      s.index.applyEvent(workerKey("w0"), storedFromRoot(prompt, 16, 1000 * i));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const text = (await s.app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(sample(text, "kvrouter_index_overflow_resets_total")).toBeGreaterThanOrEqual(1);
+    expect(sample(text, "kvrouter_index_cap_evictions_total")).toBe(0);
+    expect(sample(text, "kvrouter_index_reclaim_pending_blocks")).toBeGreaterThanOrEqual(0);
+    expect(text).toContain("# TYPE kvrouter_index_overflow_resets_total counter");
+  });
+
   it("drops a removed worker's series and gives each app its own registry", async () => {
     const a = await service();
     const b = await service();

@@ -4,6 +4,10 @@
  * brute-force `ReferenceIndex` on `findMatches` for every indexed prefix, and on `stats`.
  * A tiny vocabulary and block size make prefixes collide; a small pool of engine hashes
  * makes parents known or unknown, re-stores, aliases and unknown removals frequent.
+ *
+ * Clears are O(1) and memory is reclaimed in slices: reclaim steps of random budgets
+ * are interleaved, and matches must agree at every step, reclaimed or not. With the
+ * caps on (global and per worker), the index may know less than the model, never more.
  */
 
 import fc from "fast-check";
@@ -40,7 +44,9 @@ type Command =
   | { kind: "event"; w: number; event: KvEvent }
   | { kind: "removeWorker"; w: number }
   /** Re-send a stored event seen `back` stored events ago (vLLM's duplicate copies). */
-  | { kind: "repeat"; back: number };
+  | { kind: "repeat"; back: number }
+  /** Reclaim cleared workers' memory with this budget. */
+  | { kind: "reclaim"; budget: number };
 
 const worker = fc.nat(WORKERS.length - 1);
 const hash = fc.constantFrom(...HASHES);
@@ -117,6 +123,10 @@ const command: fc.Arbitrary<Command> = fc.oneof(
   },
   { arbitrary: worker.map((w): Command => ({ kind: "removeWorker", w })), weight: 1 },
   { arbitrary: fc.nat(3).map((back): Command => ({ kind: "repeat", back })), weight: 2 },
+  {
+    arbitrary: fc.nat(40).map((budget): Command => ({ kind: "reclaim", budget })),
+    weight: 2,
+  },
 );
 
 /** Every 3-block prompt over the vocabulary, plus one block too many for any chain. */
@@ -134,7 +144,45 @@ function check(
     expect(got.blocks).toBe(Math.floor(tokens.length / BS));
     expect(got.workers).toEqual(model.match(tokens, lora));
   }
-  expect(index.stats()).toEqual(model.stats());
+  // Nodes held only by cleared workers stay allocated until reclaimed.
+  const { nodes, reclaimPendingBlocks, ...rest } = index.stats();
+  const { nodes: modelNodes, reclaimPendingBlocks: _, ...modelRest } = model.stats();
+  expect(rest).toEqual(modelRest);
+  if (!index.reclaimPending) {
+    expect({ nodes, reclaimPendingBlocks }).toEqual({ nodes: modelNodes, reclaimPendingBlocks: 0 });
+  }
+}
+
+/** Plays `commands`; `each` is called after every step. */
+function play(
+  commands: Command[],
+  index: RadixTreeIndex,
+  model: ReferenceIndex,
+  each: (applied: ReturnType<RadixTreeIndex["applyEvent"]> | null, expected: unknown) => void,
+): void {
+  const storedSeen: { w: number; event: KvEvent }[] = [];
+  for (let c of commands) {
+    if (c.kind === "repeat") {
+      const prev = storedSeen[storedSeen.length - 1 - c.back];
+      if (prev === undefined) continue;
+      c = { kind: "event", ...prev };
+    } else if (c.kind === "event" && c.event.type === "stored") {
+      storedSeen.push({ w: c.w, event: c.event });
+    }
+    if (c.kind === "reclaim") {
+      index.reclaim(c.budget);
+      each(null, null);
+      continue;
+    }
+    const key = WORKERS[c.w]!;
+    if (c.kind === "removeWorker") {
+      index.removeWorker(key);
+      model.removeWorker(key);
+      each(null, null);
+    } else {
+      each(index.applyEvent(key, c.event), model.apply(key, c.event));
+    }
+  }
 }
 
 describe("RadixTreeIndex against a brute-force model", () => {
@@ -143,30 +191,53 @@ describe("RadixTreeIndex against a brute-force model", () => {
       fc.property(fc.array(command, { minLength: 1, maxLength: 40 }), (commands) => {
         const index = new RadixTreeIndex({ blockSize: BS, initialCapacity: 16 });
         const model = new ReferenceIndex(BS);
-        const storedSeen: { w: number; event: KvEvent }[] = [];
-        for (let c of commands) {
-          if (c.kind === "repeat") {
-            const prev = storedSeen[storedSeen.length - 1 - c.back];
-            if (prev === undefined) continue;
-            c = { kind: "event", ...prev };
-          } else if (c.kind === "event" && c.event.type === "stored") {
-            storedSeen.push({ w: c.w, event: c.event });
-          }
-          const key = WORKERS[c.w]!;
-          if (c.kind === "removeWorker") {
-            index.removeWorker(key);
-            model.removeWorker(key);
-          } else {
-            expect(index.applyEvent(key, c.event)).toEqual(model.apply(key, c.event));
-          }
+        play(commands, index, model, (got, want) => {
+          if (got !== null) expect(got).toEqual(want);
           check(index, model, model.prompts());
-        }
-        check(
-          index,
-          model,
-          LORAS.flatMap((lora) => ALL_PROMPTS.map((tokens) => ({ tokens, lora }))),
-        );
+        });
+        const all = LORAS.flatMap((lora) => ALL_PROMPTS.map((tokens) => ({ tokens, lora })));
+        check(index, model, all);
+        while (index.reclaim(7)) check(index, model, model.prompts());
+        check(index, model, all);
+        expect(index.capacityBytes).toBeGreaterThan(0);
       }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("with a global cap and per-worker capacities, never knows more than the model", () => {
+    fc.assert(
+      fc.property(
+        fc.array(command, { minLength: 1, maxLength: 40 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.array(fc.option(fc.integer({ min: 1, max: 4 })), {
+          minLength: WORKERS.length,
+          maxLength: WORKERS.length,
+        }),
+        (commands, maxBlocks, caps) => {
+          const index = new RadixTreeIndex({ blockSize: BS, initialCapacity: 16, maxBlocks });
+          for (const [i, w] of WORKERS.entries()) index.setWorkerCapacity(w, caps[i] ?? null);
+          const model = new ReferenceIndex(BS);
+          play(commands, index, model, () => {
+            const s = index.stats();
+            expect(s.workerBlocks + s.reclaimPendingBlocks).toBeLessThanOrEqual(maxBlocks);
+            for (const { tokens, lora } of model.prompts()) {
+              const got = index.findMatches(computeBlockKeys(tokens, BS, lora)).workers;
+              const want = new Map(model.match(tokens, lora).map((m) => [m.worker, m]));
+              for (const g of got) {
+                const m = want.get(g.worker);
+                if (m === undefined) {
+                  expect(g.disk).toBe(0);
+                  continue;
+                }
+                expect(g.gpu).toBeLessThanOrEqual(m.gpu);
+                expect(g.host).toBeLessThanOrEqual(m.host);
+                expect(g.disk).toBeLessThanOrEqual(m.disk);
+              }
+            }
+          });
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -89,6 +89,9 @@ export class ReferenceIndex {
       workers: this.workers.size,
       workerBlocks,
       outcomes: { ...this.outcomes },
+      reclaimPendingBlocks: 0,
+      capEvictions: 0,
+      overflowResets: 0,
     };
   }
 

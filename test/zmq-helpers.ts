@@ -137,6 +137,14 @@ export class RecordingIndex implements PrefixIndex {
   stats(): IndexStats {
     let workerBlocks = 0;
     for (const list of this.held.values()) workerBlocks += list.length;
-    return { nodes: 0, workers: this.held.size, workerBlocks, outcomes: {} };
+    return {
+      nodes: 0,
+      workers: this.held.size,
+      workerBlocks,
+      outcomes: {},
+      reclaimPendingBlocks: 0,
+      capEvictions: 0,
+      overflowResets: 0,
+    };
   }
 }

@@ -85,6 +85,10 @@ describe("config validation names the key and the bad value", () => {
     ],
     [`${W}    blockSize: 32\n`, "workers[0].blockSize: must equal index.blockSize (16), got 32"],
     [
+      `${W}    numGpuBlocks: 0\n`,
+      "workers[0].numGpuBlocks: must be a positive integer or null, got 0",
+    ],
+    [
       `${W}    metricsUrl: nope\n`,
       'workers[0].metricsUrl: must be an http(s) URL or null, got "nope"',
     ],

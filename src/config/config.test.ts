@@ -52,6 +52,7 @@ describe("loadConfig", () => {
     });
     expect(c.inFlight.maxPerWorker).toBe(8192);
     expect(c.index.blockSize).toBe(16);
+    expect(c.index.maxBlocks).toBe(20_000_000);
     expect(c.scheduler).toEqual(DEFAULT_SCHEDULER_CONFIG);
     expect(c.log.level).toBe("info");
     expect(c.workers).toEqual([]);
@@ -110,6 +111,7 @@ describe("loadConfig", () => {
       kind: "vllm",
       model: null,
       blockSize: 16,
+      numGpuBlocks: null,
     });
   });
 

@@ -132,6 +132,13 @@ export const FIELDS = {
       default: 16,
       doc: "tokens per block (vLLM's default is 16)",
     },
+    maxBlocks: {
+      kind: "int",
+      min: 0,
+      max: 2 ** 31 - 1,
+      default: 20_000_000,
+      doc: "most (worker, block) entries the index keeps (~110 B each); the least recently stored go first; 0 = no cap",
+    },
   },
   load: {
     scrapeIntervalMs: {

@@ -43,6 +43,8 @@ export interface WorkerConfig {
   readonly model: string | null;
   /** Tokens per KV block on this engine; must equal the index's block size. */
   readonly blockSize: number;
+  /** GPU KV blocks per rank; null = as the engine reports (`vllm:cache_config_info`). */
+  readonly numGpuBlocks?: number | null;
 }
 
 export interface ServerConfig {
@@ -82,6 +84,8 @@ export type OnAllStale = (typeof ON_ALL_STALE)[number];
 export interface IndexConfig {
   /** Tokens per block for the router's own block keys. */
   readonly blockSize: number;
+  /** Most (worker, block) entries kept; the least recently stored go first. 0 = no cap. */
+  readonly maxBlocks: number;
 }
 
 export interface LoadConfig {

@@ -20,6 +20,7 @@ export const WORKER_KEYS = [
   "kind",
   "model",
   "blockSize",
+  "numGpuBlocks",
 ] as const;
 
 /** Parse `tcp://host:port`; null when it is not one. */
@@ -104,6 +105,10 @@ export function validateWorker(
   if (blockSize !== indexBlockSize) {
     bad("blockSize", `must equal index.blockSize (${indexBlockSize})`);
   }
+  const numGpuBlocks = raw.numGpuBlocks ?? null;
+  if (numGpuBlocks !== null && !(Number.isInteger(numGpuBlocks) && (numGpuBlocks as number) > 0)) {
+    bad("numGpuBlocks", "must be a positive integer or null");
+  }
   if (issues.length > 0) return { ok: false, issues };
   return {
     ok: true,
@@ -118,6 +123,7 @@ export function validateWorker(
       kind: kind as EngineKind,
       model: (model as string | null | undefined) ?? null,
       blockSize: blockSize as number,
+      numGpuBlocks: numGpuBlocks as number | null,
     },
   };
 }

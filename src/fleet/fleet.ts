@@ -67,6 +67,7 @@ export class Fleet implements FleetControl {
           model: w.model,
           kind: w.kind,
           blockSize: w.blockSize,
+          numGpuBlocks: w.numGpuBlocks ?? null,
         });
       }
       if (w.eventsEndpoint !== null) {

@@ -4,116 +4,159 @@
  * worker holds the block under that hash. Engine hashes arrive as normalised strings;
  * `engine-hash-key.ts` turns them into two 32-bit words so nothing here retains a string.
  *
- * Entries are 4-word records `[hi, lo, meta, node]` in one Uint32Array, with
+ * Entries are 6-word records `[hi, lo, meta, node, older, newer]` in a `RecordPool`, with
  * `meta = worker << 4 | kind << 3 | tierMask` (`wk = worker << 1 | kind` is the key part).
  * Freed entries have `meta = FREE` and link the free list through `node`.
+ *
+ * `older` / `newer` (entry id + 1, 0 = none) chain live entries from the least recently
+ * stored to the most recently stored: the order in which the index cap evicts.
  */
 
-import { doubled, SlotTable } from "./slot-table.js";
+import { RecordPool } from "./record-pool.js";
+import { SlotTable, TOMB } from "./slot-table.js";
 
-const STRIDE = 4;
+const STRIDE = 6;
 const HI = 0;
 const LO = 1;
 const META = 2;
 const NODE = 3;
+const OLDER = 4;
+const NEWER = 5;
 
 /** `meta` of a freed entry (no live entry has all bits set: workers are < 2^16). */
 export const FREE = 0xffffffff;
 
 export class EngineHashTable {
-  /** Live entries. */
-  live = 0;
-  #rec: Uint32Array;
-  #capacity: number;
-  #top = 0;
-  #freeHead = -1;
+  readonly #records: RecordPool;
   /** Key hash → entry id (see slot-table.ts). */
   readonly #table: SlotTable;
+  /** Oldest and newest live entry, id + 1 (0 = none). */
+  #oldest = 0;
+  #newest = 0;
 
   constructor(initialCapacity = 1024) {
-    const cap = Math.max(16, initialCapacity);
-    this.#capacity = cap;
-    this.#rec = new Uint32Array(cap * STRIDE);
-    this.#table = new SlotTable(cap);
+    this.#records = new RecordPool(STRIDE, NODE, initialCapacity);
+    this.#table = new SlotTable(Math.max(16, initialCapacity));
+  }
+
+  /** Live entries. */
+  get live(): number {
+    return this.#records.live;
   }
 
   /** Entries ever allocated (live or freed): scan `[0, top)` to visit every entry. */
   get top(): number {
-    return this.#top;
+    return this.#records.top;
+  }
+
+  /** The least recently stored live entry, or −1. */
+  get oldest(): number {
+    return this.#oldest - 1;
   }
 
   /** Entry of (worker, kind, hash), or −1. `wk` is `worker << 1 | kind`. */
   find(wk: number, hi: number, lo: number): number {
     const t = this.#table;
-    const slots = t.slots;
-    const rec = this.#rec;
-    const mask = t.mask;
     const h = hashOf(wk, hi, lo);
-    for (let i = h >>> t.shift; ; i = (i + 1) & mask) {
+    const e = this.#probe(t.slots, t.mask, t.shift, h, wk, hi, lo);
+    if (e >= 0 || t.old === null) return e;
+    return this.#probe(t.old, t.oldMask, t.oldShift, h, wk, hi, lo);
+  }
+
+  #probe(
+    slots: Uint32Array,
+    mask: number,
+    shift: number,
+    h: number,
+    wk: number,
+    hi: number,
+    lo: number,
+  ) {
+    const rec = this.#records.rec;
+    for (let i = h >>> shift; ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
       if (id === 0) return -1;
-      if (slots[2 * i + 1] !== h) continue;
+      if (slots[2 * i + 1] !== h || id === TOMB) continue;
       const r = (id - 1) * STRIDE;
       if (rec[r + LO] === lo && rec[r + HI] === hi && rec[r + META]! >>> 3 === wk) return id - 1;
     }
   }
 
-  /** Adds an entry that is not present; returns its id. */
+  /** Adds an entry that is not present (as the newest); returns its id. */
   insert(wk: number, hi: number, lo: number, node: number, tierMask: number): number {
-    let e = this.#freeHead;
-    if (e >= 0) {
-      this.#freeHead = this.#rec[e * STRIDE + NODE]! | 0;
-    } else {
-      if (this.#top === this.#capacity) {
-        this.#rec = doubled(this.#rec);
-        this.#capacity *= 2;
-      }
-      e = this.#top++;
-    }
-    const rec = this.#rec;
+    const records = this.#records;
+    const e = records.alloc();
+    const rec = records.rec;
     const r = e * STRIDE;
     rec[r + HI] = hi;
     rec[r + LO] = lo;
     rec[r + META] = (wk << 3) | tierMask;
     rec[r + NODE] = node;
-    this.live++;
-    this.#table.insert(e, hashOf(wk, hi, lo), this.live);
+    this.#append(e);
+    this.#table.insert(e, hashOf(wk, hi, lo), records.live);
     return e;
   }
 
   remove(e: number): void {
     const r = e * STRIDE;
-    const rec = this.#rec;
+    const rec = this.#records.rec;
     this.#table.remove(e, hashOf(rec[r + META]! >>> 3, rec[r + HI]!, rec[r + LO]!));
+    this.#unlink(e);
     rec[r + META] = FREE;
-    rec[r + NODE] = this.#freeHead;
-    this.#freeHead = e;
-    this.live--;
+    this.#records.free(e);
+  }
+
+  /** Entry `e` was stored again: it becomes the newest. */
+  touch(e: number): void {
+    if (this.#newest === e + 1) return;
+    this.#unlink(e);
+    this.#append(e);
   }
 
   meta(e: number): number {
-    return this.#rec[e * STRIDE + META]!;
+    return this.#records.rec[e * STRIDE + META]!;
   }
 
   setMeta(e: number, meta: number): void {
-    this.#rec[e * STRIDE + META] = meta;
+    this.#records.rec[e * STRIDE + META] = meta;
   }
 
   node(e: number): number {
-    return this.#rec[e * STRIDE + NODE]!;
+    return this.#records.rec[e * STRIDE + NODE]!;
   }
 
   setNode(e: number, node: number): void {
-    this.#rec[e * STRIDE + NODE] = node;
+    this.#records.rec[e * STRIDE + NODE] = node;
   }
 
   lo(e: number): number {
-    return this.#rec[e * STRIDE + LO]!;
+    return this.#records.rec[e * STRIDE + LO]!;
   }
 
   /** Bytes held by the typed arrays. */
   get capacityBytes(): number {
-    return this.#rec.byteLength + this.#table.byteLength;
+    return this.#records.byteLength + this.#table.byteLength;
+  }
+
+  #append(e: number): void {
+    const rec = this.#records.rec;
+    const r = e * STRIDE;
+    rec[r + OLDER] = this.#newest;
+    rec[r + NEWER] = 0;
+    if (this.#newest !== 0) rec[(this.#newest - 1) * STRIDE + NEWER] = e + 1;
+    else this.#oldest = e + 1;
+    this.#newest = e + 1;
+  }
+
+  #unlink(e: number): void {
+    const rec = this.#records.rec;
+    const r = e * STRIDE;
+    const older = rec[r + OLDER]!;
+    const newer = rec[r + NEWER]!;
+    if (older !== 0) rec[(older - 1) * STRIDE + NEWER] = newer;
+    else this.#oldest = newer;
+    if (newer !== 0) rec[(newer - 1) * STRIDE + OLDER] = older;
+    else this.#newest = older;
   }
 }
 

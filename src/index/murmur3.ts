@@ -8,20 +8,12 @@
  * and in tests) and the pieces the word-oriented hot path in `block-key.ts` shares.
  */
 
+import { fmix32 } from "../util/fmix32.js";
+
 export const C1 = 0x239b961b;
 export const C2 = 0xab0e9789;
 export const C3 = 0x38b34ae5;
 export const C4 = 0xa1e38b93;
-
-/** The 32-bit finaliser ("fmix32"): full avalanche of one word. */
-export function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h;
-}
 
 function rotl(x: number, r: number): number {
   return (x << r) | (x >>> (32 - r));

@@ -13,7 +13,8 @@
  */
 
 import { chunkSize, HolderPool } from "./holder-pool.js";
-import { doubled, SlotTable } from "./slot-table.js";
+import { RecordPool } from "./record-pool.js";
+import { SlotTable, TOMB } from "./slot-table.js";
 
 // Record layout (words).
 const STRIDE = 6;
@@ -26,33 +27,34 @@ const HOLDER = 5; // the single holder word, or the chunk offset when COUNT ≥ 
 
 export class NodeStore {
   readonly pool = new HolderPool();
-  /** Live nodes. */
-  live = 0;
-  #rec: Uint32Array;
-  #capacity: number;
-  #top = 0;
-  #freeHead = -1;
+  readonly #records: RecordPool;
   /** Key hash → node id (see slot-table.ts). */
   readonly #table: SlotTable;
 
   constructor(initialCapacity = 1024) {
-    const cap = Math.max(16, initialCapacity);
-    this.#capacity = cap;
-    this.#rec = new Uint32Array(cap * STRIDE);
-    this.#table = new SlotTable(cap);
+    this.#records = new RecordPool(STRIDE, PARENT, initialCapacity);
+    this.#table = new SlotTable(Math.max(16, initialCapacity));
+  }
+
+  /** Live nodes. */
+  get live(): number {
+    return this.#records.live;
   }
 
   /** Node id of a key, or −1. */
   find(hi: number, lo: number): number {
     const t = this.#table;
-    const slots = t.slots;
-    const rec = this.#rec;
-    const mask = t.mask;
     const h = hashOf(hi, lo);
-    for (let i = h >>> t.shift; ; i = (i + 1) & mask) {
+    const n = this.#probe(t.slots, t.mask, t.shift, h, hi, lo);
+    return n >= 0 || t.old === null ? n : this.#probe(t.old, t.oldMask, t.oldShift, h, hi, lo);
+  }
+
+  #probe(slots: Uint32Array, mask: number, shift: number, h: number, hi: number, lo: number) {
+    const rec = this.#records.rec;
+    for (let i = h >>> shift; ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
       if (id === 0) return -1;
-      if (slots[2 * i + 1] === h) {
+      if (slots[2 * i + 1] === h && id !== TOMB) {
         const r = (id - 1) * STRIDE;
         if (rec[r + KEY_LO] === lo && rec[r + KEY_HI] === hi) return id - 1;
       }
@@ -61,17 +63,8 @@ export class NodeStore {
 
   /** Adds a node for a key that is not present, under `parent` (−1 = at a root). */
   create(hi: number, lo: number, parent: number): number {
-    let n = this.#freeHead;
-    if (n >= 0) {
-      this.#freeHead = this.#rec[n * STRIDE + PARENT]! - 1;
-    } else {
-      if (this.#top === this.#capacity) {
-        this.#rec = doubled(this.#rec);
-        this.#capacity *= 2;
-      }
-      n = this.#top++;
-    }
-    const rec = this.#rec;
+    const n = this.#records.alloc();
+    const rec = this.#records.rec;
     const r = n * STRIDE;
     rec[r + KEY_HI] = hi;
     rec[r + KEY_LO] = lo;
@@ -80,36 +73,33 @@ export class NodeStore {
     rec[r + COUNT] = 0;
     rec[r + HOLDER] = 0;
     if (parent >= 0) rec[parent * STRIDE + CHILDREN]!++;
-    this.live++;
-    this.#table.insert(n, hashOf(hi, lo), this.live);
+    this.#table.insert(n, hashOf(hi, lo), this.#records.live);
     return n;
   }
 
   /** Frees a node without holders or children; returns its parent (−1 at a root). */
   free(n: number): number {
-    const rec = this.#rec;
+    const rec = this.#records.rec;
     const r = n * STRIDE;
     this.#table.remove(n, hashOf(rec[r + KEY_HI]!, rec[r + KEY_LO]!));
     const p = rec[r + PARENT]! - 1;
     if (p >= 0) rec[p * STRIDE + CHILDREN]!--;
-    rec[r + PARENT] = this.#freeHead + 1;
-    this.#freeHead = n;
-    this.live--;
+    this.#records.free(n);
     return p;
   }
 
   keyHi(n: number): number {
-    return this.#rec[n * STRIDE + KEY_HI]!;
+    return this.#records.rec[n * STRIDE + KEY_HI]!;
   }
 
   keyLo(n: number): number {
-    return this.#rec[n * STRIDE + KEY_LO]!;
+    return this.#records.rec[n * STRIDE + KEY_LO]!;
   }
 
   /** True when no worker holds `n` and it has no children (it can be freed). */
   isUnused(n: number): boolean {
     const r = n * STRIDE;
-    return this.#rec[r + COUNT] === 0 && this.#rec[r + CHILDREN] === 0;
+    return this.#records.rec[r + COUNT] === 0 && this.#records.rec[r + CHILDREN] === 0;
   }
 
   /**
@@ -119,7 +109,7 @@ export class NodeStore {
    * missing key or at a block no worker can extend. Allocates nothing.
    */
   matchRuns(keys: Uint32Array, gpu: Int32Array, host: Int32Array, disk: Int32Array): void {
-    const rec = this.#rec;
+    const rec = this.#records.rec;
     const words = this.pool.words;
     const n = keys.length >>> 1;
     for (let i = 0; i < n; i++) {
@@ -146,14 +136,14 @@ export class NodeStore {
   }
 
   holderCount(n: number): number {
-    return this.#rec[n * STRIDE + COUNT]!;
+    return this.#records.rec[n * STRIDE + COUNT]!;
   }
 
   /** Index of worker `w` among the holders of `n`, or −1. */
   holderIndex(n: number, w: number): number {
     const r = n * STRIDE;
-    const count = this.#rec[r + COUNT]!;
-    const base = this.#rec[r + HOLDER]!;
+    const count = this.#records.rec[r + COUNT]!;
+    const base = this.#records.rec[r + HOLDER]!;
     if (count === 1) return base >>> 4 === w ? 0 : -1;
     const words = this.pool.words;
     for (let k = 0; k < count; k++) if (words[base + k]! >>> 4 === w) return k;
@@ -162,18 +152,18 @@ export class NodeStore {
 
   holderWord(n: number, k: number): number {
     const r = n * STRIDE;
-    const base = this.#rec[r + HOLDER]!;
-    return this.#rec[r + COUNT] === 1 ? base : this.pool.words[base + k]!;
+    const base = this.#records.rec[r + HOLDER]!;
+    return this.#records.rec[r + COUNT] === 1 ? base : this.pool.words[base + k]!;
   }
 
   setHolderWord(n: number, k: number, word: number): void {
     const r = n * STRIDE;
-    if (this.#rec[r + COUNT] === 1) this.#rec[r + HOLDER] = word;
-    else this.pool.words[this.#rec[r + HOLDER]! + k] = word;
+    if (this.#records.rec[r + COUNT] === 1) this.#records.rec[r + HOLDER] = word;
+    else this.pool.words[this.#records.rec[r + HOLDER]! + k] = word;
   }
 
   addHolder(n: number, word: number): void {
-    const rec = this.#rec;
+    const rec = this.#records.rec;
     const r = n * STRIDE;
     const count = rec[r + COUNT]!;
     const pool = this.pool;
@@ -200,7 +190,7 @@ export class NodeStore {
   }
 
   removeHolder(n: number, k: number): void {
-    const rec = this.#rec;
+    const rec = this.#records.rec;
     const r = n * STRIDE;
     const count = rec[r + COUNT]!;
     const pool = this.pool;
@@ -225,7 +215,7 @@ export class NodeStore {
 
   /** Bytes held by the typed arrays (capacity, not just live nodes). */
   get capacityBytes(): number {
-    return this.#rec.byteLength + this.#table.byteLength + this.pool.words.byteLength;
+    return this.#records.byteLength + this.#table.byteLength + this.pool.words.byteLength;
   }
 }
 

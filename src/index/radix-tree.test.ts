@@ -68,6 +68,7 @@ const m = (gpu: number, host: number, disk: number, totalBlocks: number) => ({
 });
 
 const P = tokens(block(0), block(10), block(20), block(30));
+const NO_BOUNDS = { reclaimPendingBlocks: 0, capEvictions: 0, overflowResets: 0 };
 
 describe("RadixTreeIndex", () => {
   it("indexes a stored sequence and matches its prefix", () => {
@@ -84,6 +85,7 @@ describe("RadixTreeIndex", () => {
       workers: 1,
       workerBlocks: 3,
       outcomes: { "stored/applied": 1 },
+      ...NO_BOUNDS,
     });
   });
 
@@ -153,6 +155,7 @@ describe("RadixTreeIndex", () => {
         "stored/block_size_mismatch": 1,
         "stored/invalid_token_count": 2,
       },
+      ...NO_BOUNDS,
     });
   });
 
@@ -218,7 +221,12 @@ describe("RadixTreeIndex", () => {
     index.applyEvent(B, stored([h(1), h(2), h(3)], null, P.slice(0, 12)));
     expect(index.applyEvent(A, cleared).status).toBe("applied");
     expect(match(index, P)).toEqual({ [A]: m(0, 0, 0, 0), [B]: m(3, 3, 3, 3) });
+    // Cleared at once for routing; A's own block 50 is reclaimed later.
+    expect(index.stats()).toMatchObject({ nodes: 4, workers: 2, workerBlocks: 3 });
+    expect(index.stats().reclaimPendingBlocks).toBe(3);
+    while (index.reclaim(1));
     expect(index.stats()).toMatchObject({ nodes: 3, workers: 2, workerBlocks: 3 });
+    expect(index.stats().reclaimPendingBlocks).toBe(0);
     // After a clear the worker starts over: its old hashes are unknown.
     expect(index.applyEvent(A, stored([h(4)], h(2), P.slice(8, 12))).status).toBe(
       "parent_not_found",
@@ -226,6 +234,8 @@ describe("RadixTreeIndex", () => {
     index.removeWorker(B);
     index.removeWorker(workerKey("never-seen"));
     expect(match(index, P)).toEqual({ [A]: m(0, 0, 0, 0) });
+    expect(index.stats()).toMatchObject({ nodes: 3, workers: 1, workerBlocks: 0 });
+    expect(index.reclaim()).toBe(false);
     expect(index.stats()).toMatchObject({ nodes: 0, workers: 1, workerBlocks: 0 });
     expect(index.stats().outcomes["cleared/applied"]).toBe(1);
   });

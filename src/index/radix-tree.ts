@@ -7,8 +7,17 @@
  * Memory: typed-array pools (node-store.ts, engine-hash-table.ts); no object per block.
  * Speed: no allocation per block on ingest, none per visited node in `findMatches`.
  *
- * Long file: the tree's mutation paths (store chain, remove, clear) share private
- * helpers over one node store; split, each half would need the other's internals.
+ * Clearing a worker (a `cleared` event, `removeWorker`, a capacity overflow) is O(1): its
+ * slot is retired (its key gets a fresh slot; lookups never credit a retired slot) and
+ * its entries are reclaimed later in bounded slices by `reclaim(budget)`, which the
+ * service drives from its event loop. Bounds: an optional global cap on entries (the
+ * least recently stored go first) and a per-worker cap on GPU entries from the engine's
+ * own capacity (`setWorkerCapacity`): holding more than the engine can is proof of lost
+ * removals, and the worker is reset.
+ *
+ * Long file: the tree's mutation paths (store chain, remove, retire and reclaim, the
+ * bounds' evictions) share private helpers over one node store and one entry table;
+ * split, each half would need the other's internals.
  */
 
 import type { EngineBlockHash } from "../protocol/engine-hash.js";
@@ -24,12 +33,17 @@ import type {
   ApplyResult,
   ApplyStatus,
   BlockKeySeq,
+  HashWords,
   IndexStats,
+  IndexUpkeep,
   MatchResult,
   PrefixIndex,
+  RemovedWords,
+  StoredWords,
+  WordsIndex,
   WorkerMatch,
 } from "./types.js";
-import { WorkerSlots } from "./worker-slots.js";
+import { MAX_WORKERS, WorkerSlots } from "./worker-slots.js";
 
 // Tier bits of entries and holder words. Kept local (see block-key.ts on imports).
 const GPU = 1;
@@ -42,16 +56,51 @@ const APPLIED = result("applied");
 const PARENT_NOT_FOUND = result("parent_not_found");
 const BLOCK_SIZE_MISMATCH = result("block_size_mismatch");
 const INVALID_TOKEN_COUNT = result("invalid_token_count");
-const NO_WORDS = new Uint32Array(0);
+const NO_WORDS = new Uint32Array(0) as HashWords;
+
+/**
+ * The hashes of one event: strings (`hashes` not null; hash i is `hashes[first + i]`) or
+ * the word pairs of `words` (hash i is pair `first + i`). One scratch object per index.
+ */
+interface HashSource {
+  hashes: readonly EngineBlockHash[] | null;
+  words: HashWords;
+  first: number;
+  count: number;
+}
+
+/** A stored event from either source; the parent is `parentHash` or pair `parentPair`. */
+interface Chain extends HashSource {
+  parentHash: EngineBlockHash | null;
+  parentPair: number;
+  tokens: ArrayLike<number>;
+  tokenOffset: number;
+  tokenCount: number;
+  blockSize: number;
+  bit: number;
+  loraName: string | null;
+  loraId: number | null;
+}
+
+/** One `reclaim` budget unit pays for one entry looked at; dropping one and freeing nodes cost more. */
+const DROP_COST = 16;
+const FREE_NODE_COST = 4;
+/** A `reclaim` budget of about half a millisecond on a current core. */
+export const RECLAIM_SLICE = 1 << 14;
 
 export interface RadixTreeOptions {
   /** Tokens per block; stored events with another block size are rejected. */
   readonly blockSize: number;
   /** Initial node capacity (pools grow as needed). */
   readonly initialCapacity?: number;
+  /**
+   * Most (worker, engine hash) entries the index keeps, over all workers; past it the
+   * least recently stored are evicted (counted in `stats().capEvictions`). 0 = no cap.
+   */
+  readonly maxBlocks?: number;
 }
 
-export class RadixTreeIndex implements PrefixIndex {
+export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   readonly blockSize: number;
   readonly #nodes: NodeStore;
   readonly #entries: EngineHashTable;
@@ -62,10 +111,37 @@ export class RadixTreeIndex implements PrefixIndex {
   /**
    * Extra physical copies of one (worker, tier, engine hash). vLLM caches a block computed
    * by two concurrent requests twice and announces (and later removes) each copy, so the
-   * hash stays cached until its last copy is removed. Rare; keyed `${w}:${bit}:${hash}`.
+   * hash stays cached until its last copy is removed. Rare; keyed `entry * 8 + tier bit`
+   * (an entry is one (worker, hash); its copies go when it goes).
    */
-  readonly #copies = new Map<string, number>();
+  readonly #copies = new Map<number, number>();
+  readonly #maxBlocks: number;
+  /** Retired slots whose entries are not all reclaimed yet (flag per slot, and a list). */
+  readonly #retired = new Uint8Array(MAX_WORKERS);
+  readonly #zombies: number[] = [];
+  /** Where the reclaim sweep resumes in the entry records, and entries seen since a drop. */
+  #cursor = 0;
+  #sinceDrop = 0;
+  /** GPU capacity per worker key, kept across the key's slots. */
+  readonly #caps = new Map<WorkerKey, number>();
+  #capEvictions = 0;
+  #overflowResets = 0;
   #keys = new Uint32Array(256);
+  readonly #chain: Chain = {
+    hashes: null,
+    words: NO_WORDS,
+    first: 0,
+    count: 0,
+    parentHash: null,
+    parentPair: -1,
+    tokens: NO_WORDS,
+    tokenOffset: 0,
+    tokenCount: 0,
+    blockSize: 0,
+    bit: 0,
+    loraName: null,
+    loraId: null,
+  };
   /** The worker of the last event and its slot: streams apply long runs of one worker. */
   #lastWorker: WorkerKey | null = null;
   #lastSlot = 0;
@@ -75,10 +151,15 @@ export class RadixTreeIndex implements PrefixIndex {
     if (!Number.isInteger(blockSize) || blockSize < 1) {
       throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
     }
+    const maxBlocks = options.maxBlocks ?? 0;
+    if (!Number.isInteger(maxBlocks) || maxBlocks < 0) {
+      throw new RangeError(`maxBlocks must be a non-negative integer, got ${maxBlocks}`);
+    }
     this.blockSize = blockSize;
+    this.#maxBlocks = maxBlocks;
     this.#nodes = new NodeStore(options.initialCapacity);
     this.#entries = new EngineHashTable(options.initialCapacity);
-    this.#holdings = new Holdings(this.#nodes, () => this.#workers.blocks);
+    this.#holdings = new Holdings(this.#nodes, this.#workers);
   }
 
   applyEvent(worker: WorkerKey, event: KvEvent): ApplyResult {
@@ -89,18 +170,11 @@ export class RadixTreeIndex implements PrefixIndex {
         r = this.#stored(w, event);
         break;
       case "removed":
-        r = this.#retier(
-          w,
-          event.blockHashes,
-          NO_WORDS,
-          0,
-          event.blockHashes.length,
-          tierBit(event.tier),
-          false,
-        );
+        r = this.#retier(w, this.#strings(event.blockHashes), tierBit(event.tier), false);
         break;
       case "cleared":
-        this.#clear(w);
+        this.#retire(w);
+        this.#slot(worker);
         r = APPLIED;
         break;
       default: {
@@ -109,80 +183,129 @@ export class RadixTreeIndex implements PrefixIndex {
       }
     }
     this.#outcomes.count(event.type, r.status);
+    this.#bound(worker);
     return r;
   }
 
-  /**
-   * `applyEvent` of a stored event whose hashes are 64-bit integers given as (hi, lo)
-   * words, without `EngineBlockHash` strings (the threaded ingest path, see
-   * protocol/event-tape.ts). Block `i`'s hash is `words[2 * (pair + i)]`, `…+ 1`; the
-   * parent's is at pair `parentPair` (−1 = root); tokens are `tokens[tokenOffset, +tokenCount)`.
-   * Same rules and outcomes as `applyEvent` with the hashes' hex form.
-   */
-  applyStoredWords(
-    worker: WorkerKey,
-    words: Uint32Array,
-    pair: number,
-    count: number,
-    parentPair: number,
-    tokens: Uint32Array,
-    tokenOffset: number,
-    tokenCount: number,
-    blockSize: number,
-    tier: Tier,
-    loraName: string | null,
-    loraId: number | null,
-  ): ApplyResult {
+  /** `applyEvent` of a stored event whose hashes are 64-bit integers given as words. */
+  applyStoredWords(worker: WorkerKey, ev: StoredWords): ApplyResult {
     const w = this.#slot(worker);
-    const r = this.#storeChain(
-      w,
-      null,
-      words,
-      pair,
-      count,
-      null,
-      parentPair,
-      tokens,
-      tokenOffset,
-      tokenCount,
-      blockSize,
-      tierBit(tier),
-      loraName,
-      loraId,
-    );
+    const c = this.#chain;
+    c.hashes = null;
+    c.words = ev.hashes;
+    c.first = ev.first;
+    c.count = ev.count;
+    c.parentHash = null;
+    c.parentPair = ev.parentPair;
+    c.tokens = ev.tokens;
+    c.tokenOffset = ev.tokenOffset;
+    c.tokenCount = ev.tokenCount;
+    c.blockSize = ev.blockSize;
+    c.bit = tierBit(ev.tier);
+    c.loraName = ev.loraName;
+    c.loraId = ev.loraId;
+    const r = this.#storeChain(w, c);
     this.#outcomes.count("stored", r.status);
+    this.#bound(worker);
     return r;
   }
 
-  /** `applyEvent` of a removed event with 64-bit integer hashes as words (see above). */
-  applyRemovedWords(
-    worker: WorkerKey,
-    words: Uint32Array,
-    pair: number,
-    count: number,
-    tier: Tier,
-  ): ApplyResult {
+  /** `applyEvent` of a removed event with 64-bit integer hashes as words. */
+  applyRemovedWords(worker: WorkerKey, ev: RemovedWords): ApplyResult {
     const w = this.#slot(worker);
-    const r = this.#retier(w, null, words, pair, count, tierBit(tier), false);
+    const c = this.#chain;
+    c.hashes = null;
+    c.words = ev.hashes;
+    c.first = ev.first;
+    c.count = ev.count;
+    const r = this.#retier(w, c, tierBit(ev.tier), false);
     this.#outcomes.count("removed", r.status);
     return r;
+  }
+
+  /** The scratch source loaded with string hashes. */
+  #strings(hashes: readonly EngineBlockHash[]): HashSource {
+    const c = this.#chain;
+    c.hashes = hashes;
+    c.words = NO_WORDS;
+    c.first = 0;
+    c.count = hashes.length;
+    return c;
   }
 
   /** The slot of `worker`, registering it on first sight. */
   #slot(worker: WorkerKey): number {
     if (worker === this.#lastWorker) return this.#lastSlot;
     const w = this.#workers.ensure(worker);
+    if (this.#caps.size > 0) this.#workers.gpuCap[w] = this.#caps.get(worker) ?? 0;
     this.#lastWorker = worker;
     this.#lastSlot = w;
     return w;
   }
 
+  /** O(1): the worker stops matching at once; its memory goes through `reclaim`. */
   removeWorker(worker: WorkerKey): void {
     const w = this.#workers.slotOf(worker);
     if (w === undefined) return;
-    this.#clear(w);
-    this.#workers.release(w);
-    this.#lastWorker = null;
+    this.#retire(w);
+  }
+
+  /**
+   * The most blocks `worker`'s engine holds in GPU memory (vLLM's `num_gpu_blocks`), or
+   * null for unknown. Kept across clears. A worker found holding more GPU blocks than that
+   * has lost removals: it is reset at once (counted in `stats().overflowResets`).
+   */
+  setWorkerCapacity(worker: WorkerKey, gpuBlocks: number | null): void {
+    if (gpuBlocks !== null && !(Number.isInteger(gpuBlocks) && gpuBlocks > 0)) {
+      throw new RangeError(`gpuBlocks must be a positive integer or null, got ${gpuBlocks}`);
+    }
+    if (gpuBlocks === null) this.#caps.delete(worker);
+    else this.#caps.set(worker, gpuBlocks);
+    const w = this.#workers.slotOf(worker);
+    if (w === undefined) return;
+    this.#workers.gpuCap[w] = gpuBlocks ?? 0;
+    this.#bound(worker);
+  }
+
+  /** True while cleared workers' entries wait for `reclaim`. */
+  get reclaimPending(): boolean {
+    return this.#zombies.length > 0;
+  }
+
+  /**
+   * Frees some of the memory of cleared workers: looks at up to about `budget` entries
+   * (dropping one costs 16 more, each node it frees 4). Returns whether work remains. Call it in slices
+   * (default `RECLAIM_SLICE`) between other work; routing is correct either way.
+   */
+  reclaim(budget: number = RECLAIM_SLICE): boolean {
+    const zombies = this.#zombies;
+    if (zombies.length === 0) return false;
+    const entries = this.#entries;
+    const retired = this.#retired;
+    const blocks = this.#workers.blocks;
+    let cursor = this.#cursor;
+    let spent = 0;
+    while (spent < budget && zombies.length > 0) {
+      const top = entries.top;
+      if (cursor >= top) cursor = 0;
+      if (this.#sinceDrop > top) {
+        // A whole sweep found nothing more of them: nothing is left (defensive).
+        while (zombies.length > 0) this.#finish(zombies[zombies.length - 1]!);
+        break;
+      }
+      const e = cursor++;
+      spent++;
+      this.#sinceDrop++;
+      const meta = entries.meta(e);
+      if (meta === FREE) continue;
+      const w = meta >>> 4;
+      if (retired[w] === 0) continue;
+      spent += DROP_COST + FREE_NODE_COST * this.#drop(e, w, meta);
+      this.#sinceDrop = 0;
+      if (blocks[w] === 0) this.#finish(w);
+    }
+    this.#cursor = cursor;
+    return zombies.length > 0;
   }
 
   findMatches(keys: BlockKeySeq): MatchResult {
@@ -214,11 +337,16 @@ export class RadixTreeIndex implements PrefixIndex {
   }
 
   stats(): IndexStats {
+    let pending = 0;
+    for (const z of this.#zombies) pending += this.#workers.blocks[z]!;
     return {
       nodes: this.#nodes.live,
       workers: this.#workers.count,
-      workerBlocks: this.#holdings.total,
+      workerBlocks: this.#holdings.total - pending,
       outcomes: this.#outcomes.toRecord(),
+      reclaimPendingBlocks: pending,
+      capEvictions: this.#capEvictions,
+      overflowResets: this.#overflowResets,
     };
   }
 
@@ -228,62 +356,41 @@ export class RadixTreeIndex implements PrefixIndex {
   }
 
   #stored(w: number, ev: BlockStoredEvent): ApplyResult {
-    const hashes = ev.blockHashes;
-    const tokens = ev.tokenIds;
-    return this.#storeChain(
-      w,
-      hashes,
-      NO_WORDS,
-      0,
-      hashes.length,
-      ev.parentHash,
-      -1,
-      tokens,
-      0,
-      tokens.length,
-      ev.blockSize,
-      tierBit(ev.tier),
-      ev.loraName,
-      ev.loraId,
-    );
+    const c = this.#chain;
+    this.#strings(ev.blockHashes);
+    c.parentHash = ev.parentHash;
+    c.parentPair = -1;
+    c.tokens = ev.tokenIds;
+    c.tokenOffset = 0;
+    c.tokenCount = ev.tokenIds.length;
+    c.blockSize = ev.blockSize;
+    c.bit = tierBit(ev.tier);
+    c.loraName = ev.loraName;
+    c.loraId = ev.loraId;
+    return this.#storeChain(w, c);
   }
 
-  /**
-   * The one implementation of a stored event, for both hash sources: `hashes` (strings)
-   * when not null, else pairs `[pair, pair + n)` of `words` (parent: `parentHash` or
-   * `parentPair`, see `#setKey`).
-   */
-  #storeChain(
-    w: number,
-    hashes: readonly EngineBlockHash[] | null,
-    words: Uint32Array,
-    pair: number,
-    n: number,
-    parentHash: EngineBlockHash | null,
-    parentPair: number,
-    tokens: ArrayLike<number>,
-    tokenOffset: number,
-    tokenCount: number,
-    blockSize: number,
-    bit: number,
-    loraName: string | null,
-    loraId: number | null,
-  ): ApplyResult {
+  /** The one implementation of a stored event, for both hash sources (see `Chain`). */
+  #storeChain(w: number, c: Chain): ApplyResult {
+    const n = c.count;
+    const bit = c.bit;
     // Offload placeholder: blocks already known by hash gain a tier.
-    if (tokenCount === 0) return this.#retier(w, hashes, words, pair, n, bit, true);
+    if (c.tokenCount === 0) return this.#retier(w, c, bit, true);
     const bs = this.blockSize;
-    if (blockSize !== bs) return BLOCK_SIZE_MISMATCH;
-    if (tokenCount !== n * bs) return INVALID_TOKEN_COUNT;
+    if (c.blockSize !== bs) return BLOCK_SIZE_MISMATCH;
+    if (c.tokenCount !== n * bs) return INVALID_TOKEN_COUNT;
     let parent = -1;
     let phi: number;
     let plo: number;
-    if (hashes !== null ? parentHash === null : parentPair < 0) {
-      const root = rootKey(adapterOf(loraName, loraId));
+    if (c.hashes !== null ? c.parentHash === null : c.parentPair < 0) {
+      const root = rootKey(adapterOf(c.loraName, c.loraId));
       phi = root[0];
       plo = root[1];
     } else {
       const e =
-        hashes !== null ? this.#lookup(w, parentHash!) : this.#lookupWords(w, words, parentPair);
+        c.hashes !== null
+          ? this.#lookup(w, c.parentHash!)
+          : this.#lookupWords(w, c.words, c.parentPair);
       if (e < 0) return PARENT_NOT_FOUND;
       parent = this.#entries.node(e);
       phi = this.#nodes.keyHi(parent);
@@ -291,7 +398,7 @@ export class RadixTreeIndex implements PrefixIndex {
     }
     if (this.#keys.length < 2 * n) this.#keys = new Uint32Array(2 * n);
     const keys = this.#keys;
-    chainBlockKeys(phi, plo, tokens, tokenOffset, n, bs, keys, 0);
+    chainBlockKeys(phi, plo, c.tokens, c.tokenOffset, n, bs, keys, 0);
     const nodes = this.#nodes;
     let prev = parent;
     for (let i = 0; i < n; i++) {
@@ -299,7 +406,7 @@ export class RadixTreeIndex implements PrefixIndex {
       const lo = keys[2 * i + 1]!;
       let node = nodes.find(hi, lo);
       if (node < 0) node = nodes.create(hi, lo, prev);
-      this.#setKey(hashes, words, pair + i, true);
+      this.#setKey(c, c.first + i, true);
       this.#register(w, node, bit);
       prev = node;
     }
@@ -310,14 +417,9 @@ export class RadixTreeIndex implements PrefixIndex {
    * Loads hash `i` of the source into the key parser (`hashes[i]`, or the integer at
    * pair `i` of `words`). False when a string hash was never interned and `intern` is off.
    */
-  #setKey(
-    hashes: readonly EngineBlockHash[] | null,
-    words: Uint32Array,
-    i: number,
-    intern: boolean,
-  ): boolean {
-    if (hashes !== null) return this.#hashes.parse(hashes[i]!, intern);
-    this.#hashes.setInt(words[2 * i]!, words[2 * i + 1]!);
+  #setKey(src: HashSource, i: number, intern: boolean): boolean {
+    if (src.hashes !== null) return this.#hashes.parse(src.hashes[i]!, intern);
+    this.#hashes.setInt(src.words[2 * i]!, src.words[2 * i + 1]!);
     return true;
   }
 
@@ -341,18 +443,17 @@ export class RadixTreeIndex implements PrefixIndex {
         entries.setMeta(e, meta | bit);
         this.#holdings.change(node, w, mask, mask | bit);
       } else {
-        const ck = copyKey(w, bit, hk.current());
+        const ck = e * 8 + bit;
         this.#copies.set(ck, (this.#copies.get(ck) ?? 0) + 1);
       }
+      entries.touch(e);
       return;
     }
     // The engine reused the hash for another block (e.g. re-stored under a new parent
     // after an eviction we did not see): an engine hash names one block at a time, so the
     // old placement is stale. Move the entry; the new placement has only this tier.
-    if (this.#copies.size > 0) {
-      const hash = hk.current();
-      for (const b of [GPU, HOST, DISK]) this.#copies.delete(copyKey(w, b, hash));
-    }
+    if (this.#copies.size > 0) this.#dropCopies(e);
+    entries.touch(e);
     entries.setNode(e, node);
     entries.setMeta(e, (meta & ~TIER_BITS) | bit);
     this.#holdings.change(old, w, mask, 0);
@@ -364,19 +465,12 @@ export class RadixTreeIndex implements PrefixIndex {
    * Adds (`add`) or removes tier `bit` for blocks already known by hash. Unknown hashes
    * (or, on removal, hashes not held in that tier) are counted; the rest are applied.
    */
-  #retier(
-    w: number,
-    hashes: readonly EngineBlockHash[] | null,
-    words: Uint32Array,
-    pair: number,
-    n: number,
-    bit: number,
-    add: boolean,
-  ): ApplyResult {
+  #retier(w: number, src: HashSource, bit: number, add: boolean): ApplyResult {
     const entries = this.#entries;
+    const end = src.first + src.count;
     let unknown = 0;
-    for (let i = 0; i < n; i++) {
-      const e = this.#setKey(hashes, words, pair + i, false) ? this.#findKey(w) : -1;
+    for (let i = src.first; i < end; i++) {
+      const e = this.#setKey(src, i, false) ? this.#findKey(w) : -1;
       if (e < 0) {
         unknown++;
         continue;
@@ -393,7 +487,7 @@ export class RadixTreeIndex implements PrefixIndex {
           unknown++;
           continue;
         }
-        if (this.#copies.size > 0 && this.#dropCopy(w, bit, this.#hashes.current())) continue;
+        if (this.#copies.size > 0 && this.#dropCopy(e, bit)) continue;
         const left = mask & ~bit;
         this.#holdings.change(node, w, mask, left);
         if (left === 0) {
@@ -408,9 +502,9 @@ export class RadixTreeIndex implements PrefixIndex {
     return { status: "block_not_found", unknownHashes: unknown };
   }
 
-  /** Removes one extra copy of (w, tier, hash) if there is one. */
-  #dropCopy(w: number, bit: number, hash: EngineBlockHash): boolean {
-    const ck = copyKey(w, bit, hash);
+  /** Removes one extra copy of (entry, tier) if there is one. */
+  #dropCopy(e: number, bit: number): boolean {
+    const ck = e * 8 + bit;
     const n = this.#copies.get(ck);
     if (n === undefined) return false;
     if (n > 1) this.#copies.set(ck, n - 1);
@@ -418,21 +512,69 @@ export class RadixTreeIndex implements PrefixIndex {
     return true;
   }
 
-  /** Every block of worker `w` goes (its slot stays registered). */
-  #clear(w: number): void {
-    if (this.#copies.size > 0) {
-      const prefix = `${w}:`;
-      for (const k of this.#copies.keys()) if (k.startsWith(prefix)) this.#copies.delete(k);
+  #dropCopies(e: number): void {
+    this.#copies.delete(e * 8 + GPU);
+    this.#copies.delete(e * 8 + HOST);
+    this.#copies.delete(e * 8 + DISK);
+  }
+
+  /**
+   * O(1) clear of slot `w`: its key leaves it (the next event of that worker gets a fresh
+   * slot), `findMatches` never credits it again (its disk run can never equal a block
+   * index), and `reclaim` frees its entries later.
+   */
+  #retire(w: number): void {
+    const slots = this.#workers;
+    slots.retire(w);
+    slots.diskRun[w] = -1;
+    this.#lastWorker = null;
+    if (slots.blocks[w] === 0) {
+      slots.recycle(w);
+      return;
     }
+    this.#retired[w] = 1;
+    this.#zombies.push(w);
+  }
+
+  /** Retired slot `w` holds nothing any more: it can be reused. */
+  #finish(w: number): void {
+    this.#retired[w] = 0;
+    const zombies = this.#zombies;
+    zombies.splice(zombies.indexOf(w), 1);
+    this.#workers.recycle(w);
+  }
+
+  /** Entry `e` (of slot `w`, with `meta`) goes with all its tiers; returns nodes freed. */
+  #drop(e: number, w: number, meta: number): number {
+    const node = this.#entries.node(e);
+    this.#holdings.change(node, w, meta & TIER_BITS, 0);
+    this.#dropEntry(e);
+    return this.#prune(node);
+  }
+
+  /**
+   * After an event of `worker`: a worker holding more GPU entries than its engine has
+   * blocks is reset; past the global cap the least recently stored entries go.
+   */
+  #bound(worker: WorkerKey): void {
+    const slots = this.#workers;
+    const w = this.#slot(worker);
+    const cap = slots.gpuCap[w]!;
+    if (cap > 0 && slots.gpuEntries[w]! > cap) {
+      this.#overflowResets++;
+      this.#retire(w);
+      this.#slot(worker);
+    }
+    const max = this.#maxBlocks;
+    if (max === 0) return;
     const entries = this.#entries;
-    const top = entries.top;
-    for (let e = 0; e < top; e++) {
+    while (entries.live > max) {
+      const e = entries.oldest;
       const meta = entries.meta(e);
-      if (meta === FREE || meta >>> 4 !== w) continue;
-      const node = entries.node(e);
-      this.#holdings.change(node, w, meta & TIER_BITS, 0);
-      this.#dropEntry(e);
-      this.#prune(node);
+      const victim = meta >>> 4;
+      this.#drop(e, victim, meta);
+      if (this.#retired[victim] === 0) this.#capEvictions++;
+      else if (slots.blocks[victim] === 0) this.#finish(victim);
     }
   }
 
@@ -443,7 +585,7 @@ export class RadixTreeIndex implements PrefixIndex {
   }
 
   /** Entry of worker `w`'s integer hash at pair `i` of `words`, or −1. */
-  #lookupWords(w: number, words: Uint32Array, i: number): number {
+  #lookupWords(w: number, words: HashWords, i: number): number {
     this.#hashes.setInt(words[2 * i]!, words[2 * i + 1]!);
     return this.#findKey(w);
   }
@@ -456,14 +598,17 @@ export class RadixTreeIndex implements PrefixIndex {
 
   #dropEntry(e: number): void {
     const entries = this.#entries;
+    if (this.#copies.size > 0) this.#dropCopies(e);
     if ((entries.meta(e) >>> 3) & 1) this.#hashes.release(entries.lo(e));
     entries.remove(e);
   }
 
   /** Frees `node` and then its ancestors while they have neither holders nor children. */
-  #prune(node: number): void {
+  #prune(node: number): number {
     const nodes = this.#nodes;
-    while (node >= 0 && nodes.isUnused(node)) node = nodes.free(node);
+    let freed = 0;
+    for (; node >= 0 && nodes.isUnused(node); freed++) node = nodes.free(node);
+    return freed;
   }
 }
 
@@ -476,10 +621,6 @@ export class RadixTreeIndex implements PrefixIndex {
 function adapterOf(loraName: string | null, loraId: number | null): string | null {
   if (loraName !== null && loraName !== "") return loraName;
   return loraId ? `\u0000lora_id:${loraId}` : null;
-}
-
-function copyKey(w: number, bit: number, hash: EngineBlockHash): string {
-  return `${w}:${bit}:${hash}`;
 }
 
 function tierBit(tier: Tier): number {

@@ -4,17 +4,33 @@
  * probing from `hash >>> shift`, backward-shift deletion (no tombstones). Keeping the hash
  * in the slot means probes rarely touch records and growing or deleting never does.
  *
+ * Growing is incremental, so no insert pays for rehashing millions of slots at once (at
+ * 4M records that took 0.1–0.4 s of event loop): past the load limit a table twice the
+ * size becomes current and the old one (`old`) is migrated `MIGRATE_STEP` slots per
+ * insert. Meanwhile a record is in exactly one of them: lookups probe `slots` and then
+ * `old`; removing from `old` leaves a tombstone (`TOMB`) so its probe chains stay intact
+ * (the old array is dropped once migrated, tombstones with it).
+ *
  * The owners keep their `find` loops themselves (they compare their own record fields);
  * this class does the placing, removing and growing they had in common.
  */
 
 const MAX_LOAD = 0.75;
+/** Old slots migrated per insert: 4 ≥ 2 needed to finish before the new table fills. */
+const MIGRATE_STEP = 4;
+/** The id word of a removed slot of the old table while it is migrated. */
+export const TOMB = 0xffffffff;
 
 export class SlotTable {
   slots: Uint32Array;
   /** Home slot of hash h: `h >>> shift`. */
   shift: number;
   mask: number;
+  /** The previous, smaller table while it is migrated into `slots`; else null. */
+  old: Uint32Array | null = null;
+  oldShift = 0;
+  oldMask = 0;
+  #cursor = 0;
 
   /** Room for about `capacity` records before the first growth. */
   constructor(capacity: number) {
@@ -26,17 +42,26 @@ export class SlotTable {
 
   /** Places record `id` (not present) under hash `h`; grows first if `live` needs it. */
   insert(id: number, h: number, live: number): void {
-    if (live > (this.mask + 1) * MAX_LOAD) this.#grow();
-    const slots = this.slots;
-    const mask = this.mask;
-    let i = h >>> this.shift;
-    while (slots[2 * i] !== 0) i = (i + 1) & mask;
-    slots[2 * i] = id + 1;
-    slots[2 * i + 1] = h;
+    if (this.old !== null) this.#migrate(MIGRATE_STEP);
+    else if (live > (this.mask + 1) * MAX_LOAD) this.#grow();
+    place(this.slots, this.mask, this.shift, id + 1, h);
   }
 
   /** Removes record `id`, placed under hash `h`. */
   remove(id: number, h: number): void {
+    const old = this.old;
+    if (old !== null) {
+      // Not yet migrated? Then it is in the old table: leave a tombstone there.
+      const mask = this.oldMask;
+      for (let i = h >>> this.oldShift; ; i = (i + 1) & mask) {
+        const v = old[2 * i]!;
+        if (v === 0) break;
+        if (v === id + 1) {
+          old[2 * i] = TOMB;
+          return;
+        }
+      }
+    }
     const slots = this.slots;
     const mask = this.mask;
     const shift = this.shift;
@@ -57,33 +82,38 @@ export class SlotTable {
   }
 
   get byteLength(): number {
-    return this.slots.byteLength;
+    return this.slots.byteLength + (this.old?.byteLength ?? 0);
   }
 
   #grow(): void {
-    const old = this.slots;
+    this.old = this.slots;
+    this.oldMask = this.mask;
+    this.oldShift = this.shift;
+    this.#cursor = 0;
     const size = (this.mask + 1) * 2;
-    const slots = new Uint32Array(2 * size);
-    const mask = size - 1;
-    const shift = this.shift - 1;
-    for (let s = 0; s < old.length; s += 2) {
-      const id = old[s]!;
-      if (id === 0) continue;
-      const h = old[s + 1]!;
-      let i = h >>> shift;
-      while (slots[2 * i] !== 0) i = (i + 1) & mask;
-      slots[2 * i] = id;
-      slots[2 * i + 1] = h;
+    this.slots = new Uint32Array(2 * size);
+    this.mask = size - 1;
+    this.shift -= 1;
+  }
+
+  /** Moves up to `n` old slots into the current table. */
+  #migrate(n: number): void {
+    const old = this.old!;
+    const end = Math.min(old.length >>> 1, this.#cursor + n);
+    for (let s = this.#cursor; s < end; s++) {
+      const v = old[2 * s]!;
+      if (v === 0) continue; // empty slots stay empty: they end probe chains
+      if (v !== TOMB) place(this.slots, this.mask, this.shift, v, old[2 * s + 1]!);
+      old[2 * s] = TOMB; // migrated: lookups must not find it here any more
     }
-    this.slots = slots;
-    this.mask = mask;
-    this.shift = shift;
+    this.#cursor = end;
+    if (end === old.length >>> 1) this.old = null;
   }
 }
 
-/** A copy of `rec` with room for twice as many records (the old ones kept). */
-export function doubled(rec: Uint32Array): Uint32Array {
-  const grown = new Uint32Array(rec.length * 2);
-  grown.set(rec);
-  return grown;
+function place(slots: Uint32Array, mask: number, shift: number, v: number, h: number): void {
+  let i = h >>> shift;
+  while (slots[2 * i] !== 0) i = (i + 1) & mask;
+  slots[2 * i] = v;
+  slots[2 * i + 1] = h;
 }

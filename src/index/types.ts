@@ -14,6 +14,43 @@ declare const blockKeySeqBrand: unique symbol;
  */
 export type BlockKeySeq = Uint32Array & { readonly [blockKeySeqBrand]: true };
 
+declare const hashWordsBrand: unique symbol;
+declare const tokenWordsBrand: unique symbol;
+
+/**
+ * Engine block hashes that are 64-bit integers, as `(hi, lo)` word pairs: hash `i` is
+ * `[2i, 2i + 1]`. Branded apart from `TokenWords` (both are plain `Uint32Array`s).
+ */
+export type HashWords = Uint32Array & { readonly [hashWordsBrand]: true };
+
+/** Token ids of stored blocks, one per word. Never hashes. */
+export type TokenWords = Uint32Array & { readonly [tokenWordsBrand]: true };
+
+/** The hashes `[first, first + count)` of a `HashWords` array, all in one tier. */
+export interface RemovedWords {
+  readonly hashes: HashWords;
+  readonly first: number;
+  readonly count: number;
+  readonly tier: Tier;
+}
+
+/**
+ * A stored event whose hashes are words (a view on an event tape, see
+ * protocol/event-tape.ts); the same fields as `BlockStoredEvent`. Callers may reuse one
+ * object for many calls: the index reads it during the call only.
+ */
+export interface StoredWords extends RemovedWords {
+  /** The parent's pair in `hashes`; −1 = the chain starts at a root. */
+  readonly parentPair: number;
+  /** The blocks' tokens: `tokens[tokenOffset, tokenOffset + tokenCount)`. */
+  readonly tokens: TokenWords;
+  readonly tokenOffset: number;
+  readonly tokenCount: number;
+  readonly blockSize: number;
+  readonly loraName: string | null;
+  readonly loraId: number | null;
+}
+
 /** Outcome of applying one event; every outcome is counted by the index. */
 export type ApplyStatus =
   | "applied"
@@ -59,6 +96,12 @@ export interface IndexStats {
   readonly workerBlocks: number;
   /** Outcome counters: `${event.type}/${status}` → count. */
   readonly outcomes: Readonly<Record<string, number>>;
+  /** Blocks of cleared workers whose memory is not reclaimed yet (never matched). */
+  readonly reclaimPendingBlocks: number;
+  /** Entries evicted, least recently stored first, because the index was at its cap. */
+  readonly capEvictions: number;
+  /** Workers reset for holding more GPU blocks than their engine has (lost removals). */
+  readonly overflowResets: number;
 }
 
 export interface PrefixIndex {
@@ -70,6 +113,30 @@ export interface PrefixIndex {
   /** Leading-block overlap of `keys` for every worker, per tier. */
   findMatches(keys: BlockKeySeq): MatchResult;
   stats(): IndexStats;
+}
+
+/**
+ * Entry points for events whose hashes are 64-bit integers given as words (the threaded
+ * ingest path): the same rules and outcomes as `PrefixIndex.applyEvent` with the hashes'
+ * hex form, without a string per hash.
+ */
+export interface WordsIndex {
+  applyStoredWords(worker: WorkerKey, event: StoredWords): ApplyResult;
+  applyRemovedWords(worker: WorkerKey, event: RemovedWords): ApplyResult;
+}
+
+/**
+ * The upkeep a bounded index needs from its host's event loop (the core does no I/O and
+ * keeps no timers): reclaiming cleared workers' memory in slices, and learning each
+ * worker's capacity. `RadixTreeIndex` implements it.
+ */
+export interface IndexUpkeep {
+  /** True while cleared workers' memory waits for `reclaim`. */
+  readonly reclaimPending: boolean;
+  /** Does a bounded slice of reclamation; returns whether work remains. */
+  reclaim(budget?: number): boolean;
+  /** GPU blocks the worker's engine has (null = unknown); more held = lost removals. */
+  setWorkerCapacity(worker: WorkerKey, gpuBlocks: number | null): void;
 }
 
 export type { Tier };

@@ -1,8 +1,12 @@
 /**
  * Dense small-int slots for worker keys, so node holder lists store a 16-bit slot instead
  * of a string, plus per-slot numeric columns (blocks held, and the scratch run counters
- * of `findMatches`). Freed slots are reused. The public order is by worker key, so
- * results do not depend on the order in which workers were first seen.
+ * of `findMatches`). The public order is by worker key, so results do not depend on the
+ * order in which workers were first seen.
+ *
+ * A cleared worker's slot is *retired*: it leaves the key map at once (the worker's key
+ * gets a fresh slot when it comes back), while its old entries are reclaimed in slices;
+ * only then is the slot `recycle`d for reuse. See radix-tree.ts on reclamation.
  */
 
 import type { WorkerKey } from "../protocol/worker.js";
@@ -13,6 +17,10 @@ export const MAX_WORKERS = 65536;
 export class WorkerSlots {
   /** Distinct blocks held by each slot, any tier. */
   blocks = new Int32Array(16);
+  /** Engine-hash entries of each slot that include the GPU tier. */
+  gpuEntries = new Int32Array(16);
+  /** Most GPU entries each slot's engine can hold (0 = unknown): more is lost removals. */
+  gpuCap = new Int32Array(16);
   /** Scratch for findMatches: leading blocks held per tier group. */
   gpuRun = new Int32Array(16);
   hostRun = new Int32Array(16);
@@ -50,18 +58,26 @@ export class WorkerSlots {
     this.#keys[slot] = key;
     this.#slotOf.set(key, slot);
     this.blocks[slot] = 0;
+    this.gpuEntries[slot] = 0;
+    this.gpuCap[slot] = 0;
     this.#order = null;
     return slot;
   }
 
-  release(slot: number): void {
+  /** The slot leaves its key (which may get a new slot); not reusable until `recycle`. */
+  retire(slot: number): void {
     const key = this.#keys[slot];
     if (key === undefined) return;
     this.#slotOf.delete(key);
     this.#keys[slot] = undefined;
-    this.blocks[slot] = 0;
-    this.#free.push(slot);
     this.#order = null;
+  }
+
+  /** A retired slot whose entries are all gone becomes free for reuse. */
+  recycle(slot: number): void {
+    this.blocks[slot] = 0;
+    this.gpuEntries[slot] = 0;
+    this.#free.push(slot);
   }
 
   /** Live slots sorted by worker key (cached until the set of workers changes). */
@@ -82,6 +98,8 @@ export class WorkerSlots {
       return b;
     };
     this.blocks = widen(this.blocks);
+    this.gpuEntries = widen(this.gpuEntries);
+    this.gpuCap = widen(this.gpuCap);
     this.gpuRun = widen(this.gpuRun);
     this.hostRun = widen(this.hostRun);
     this.diskRun = widen(this.diskRun);

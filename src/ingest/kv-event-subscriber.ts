@@ -35,6 +35,7 @@ import { parseWorkerKey, type WorkerKey } from "../protocol/worker.js";
 import { ReplayClient, type ReplayOutcome } from "../transport/replay-client.js";
 import { decodeSeq } from "../transport/seq.js";
 import { type LogSink, noopLogger } from "../util/log-sink.js";
+import { applySlicer } from "./apply-slicer.js";
 import {
   type BatchDecodeResult,
   createStreamDecoder,
@@ -246,20 +247,25 @@ export class KvEventSubscriber {
     this.#firstContact();
   }
 
-  /** Threaded mode: one group of live messages from the decode thread, in arrival order. */
+  /**
+   * Threaded mode: one group of live messages from the decode thread, in arrival order;
+   * each is applied when the event-loop turn has room (apply-slicer.ts).
+   */
   #onGroup(g: LiveGroup): void {
     let s0 = 0;
     let p0 = 0;
-    for (let i = 0; i < g.frameCounts.length && !this.#closed; i++) {
+    for (let i = 0; i < g.frameCounts.length; i++) {
       const frames = g.frameCounts[i]!;
-      const s1 = g.seqEnds[i]!;
-      const p1 = g.ends[i]!;
+      const seqFrame = g.seqBytes.subarray(s0, g.seqEnds[i]!);
+      const payload = g.bytes.subarray(p0, g.ends[i]!);
       const decoded = frames === 3 ? replyOf(g, i) : null;
-      this.#onMessage(frames, g.seqBytes.subarray(s0, s1), g.bytes.subarray(p0, p1), decoded);
-      s0 = s1;
-      p0 = p1;
+      applySlicer.run(() => {
+        if (!this.#closed) this.#onMessage(frames, seqFrame, payload, decoded);
+      });
+      s0 = g.seqEnds[i]!;
+      p0 = g.ends[i]!;
     }
-    this.#thread!.credit(this.#stream);
+    applySlicer.run(() => this.#thread!.credit(this.#stream));
   }
 
   /** The stream's identity and counters, as of now. */
@@ -303,6 +309,7 @@ export class KvEventSubscriber {
       }
       if (this.#closed) return;
       this.#onMessage(frames.length, frames[1], frames[2], null);
+      if (applySlicer.spent()) await applySlicer.yieldTurn();
     }
   }
 

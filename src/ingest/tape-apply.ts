@@ -4,7 +4,13 @@
  * `KvEvent`s the tape stands for, so any `PrefixIndex` gets the same outcomes.
  */
 
-import type { ApplyResult, PrefixIndex } from "../index/types.js";
+import type {
+  ApplyResult,
+  HashWords,
+  PrefixIndex,
+  TokenWords,
+  WordsIndex,
+} from "../index/types.js";
 import {
   type EventTape,
   F_BLOCK_SIZE,
@@ -25,30 +31,32 @@ import {
 import type { Tier } from "../protocol/events.js";
 import type { WorkerKey } from "../protocol/worker.js";
 
-/** Index entry points for events whose hashes are 64-bit integers given as words. */
-export interface WordsIndex {
-  applyStoredWords(
-    worker: WorkerKey,
-    words: Uint32Array,
-    pair: number,
-    count: number,
-    parentPair: number,
-    tokens: Uint32Array,
-    tokenOffset: number,
-    tokenCount: number,
-    blockSize: number,
-    tier: Tier,
-    loraName: string | null,
-    loraId: number | null,
-  ): ApplyResult;
-  applyRemovedWords(
-    worker: WorkerKey,
-    words: Uint32Array,
-    pair: number,
-    count: number,
-    tier: Tier,
-  ): ApplyResult;
-}
+/** One reusable view of a tape event for the index's word entry points (read per call). */
+const view: {
+  hashes: HashWords;
+  first: number;
+  count: number;
+  tier: Tier;
+  parentPair: number;
+  tokens: TokenWords;
+  tokenOffset: number;
+  tokenCount: number;
+  blockSize: number;
+  loraName: string | null;
+  loraId: number | null;
+} = {
+  hashes: new Uint32Array(0) as HashWords,
+  first: 0,
+  count: 0,
+  tier: "gpu",
+  parentPair: -1,
+  tokens: new Uint32Array(0) as TokenWords,
+  tokenOffset: 0,
+  tokenCount: 0,
+  blockSize: 0,
+  loraName: null,
+  loraId: null,
+};
 
 /** True if `index` has the word entry points. */
 export function hasWords(index: PrefixIndex): index is PrefixIndex & WordsIndex {
@@ -69,24 +77,20 @@ export function applyTapeEvent(
   if (kind === TAPE_CLEARED || !hasWords(index)) {
     return index.applyEvent(worker, tapeEvent(tape, i));
   }
-  const tier = tapeEventTier(tape, i);
-  if (kind === TAPE_REMOVED) {
-    return index.applyRemovedWords(worker, words, r[o + F_PAIR]!, r[o + F_COUNT]!, tier);
-  }
+  // The tape's two word arrays: hashes as (hi, lo) pairs, and token ids.
+  view.hashes = words as HashWords;
+  view.first = r[o + F_PAIR]!;
+  view.count = r[o + F_COUNT]!;
+  view.tier = tapeEventTier(tape, i);
+  if (kind === TAPE_REMOVED) return index.applyRemovedWords(worker, view);
   const loraId = r[o + F_LORA_ID]!;
   const loraName = r[o + F_LORA_NAME]!;
-  return index.applyStoredWords(
-    worker,
-    words,
-    r[o + F_PAIR]!,
-    r[o + F_COUNT]!,
-    r[o + F_PARENT]!,
-    tokens,
-    r[o + F_TOKENS]!,
-    r[o + F_TOKEN_COUNT]!,
-    r[o + F_BLOCK_SIZE]!,
-    tier,
-    loraName < 0 ? null : strings[loraName]!,
-    Number.isNaN(loraId) ? null : loraId,
-  );
+  view.parentPair = r[o + F_PARENT]!;
+  view.tokens = tokens as TokenWords;
+  view.tokenOffset = r[o + F_TOKENS]!;
+  view.tokenCount = r[o + F_TOKEN_COUNT]!;
+  view.blockSize = r[o + F_BLOCK_SIZE]!;
+  view.loraName = loraName < 0 ? null : strings[loraName]!;
+  view.loraId = Number.isNaN(loraId) ? null : loraId;
+  return index.applyStoredWords(worker, view);
 }

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { workerKey } from "../protocol/worker.js";
 import { InFlightTracker } from "./in-flight.js";
@@ -133,5 +134,94 @@ describe("InFlightTracker", () => {
   it("rejects inconsistent TTLs", () => {
     expect(() => new InFlightTracker({ prefillTtlMs: 10, ttlMs: 5 })).toThrow(RangeError);
     expect(() => new InFlightTracker({ prefillTtlMs: 0, ttlMs: 5 })).toThrow(RangeError);
+  });
+});
+
+describe("InFlightTracker.totalsSince", () => {
+  it("agrees with a brute-force sum over random adds, reports, expiries and snapshot times", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            op: fc.constantFrom("add", "add", "first", "done", "since", "since", "expire", "drop"),
+            w: fc.nat(2),
+            r: fc.nat(30),
+            dt: fc.integer({ min: -3, max: 20 }),
+            n: fc.nat(50),
+          }),
+          { maxLength: 200 },
+        ),
+        (ops) => {
+          const t = new InFlightTracker({ prefillTtlMs: 40, ttlMs: 120 });
+          const keys = [A, B, workerKey("c")];
+          const model = new Map<
+            string,
+            { w: number; at: number; tok: number; blk: number; pending: boolean }
+          >();
+          let now = 0;
+          let clock = -Infinity;
+          for (const { op, w, r, dt, n } of ops) {
+            now += dt; // the wall clock may step back a little
+            const id = `r${r}`;
+            if (op === "add" && !model.has(id)) {
+              t.add(id, keys[w]!, { prefillTokens: n, blocks: n % 7, nowMs: now });
+              clock = Math.max(clock, now);
+              model.set(id, { w, at: clock, tok: n, blk: n % 7, pending: true });
+            } else if (op === "first" && model.has(id)) {
+              t.firstToken(id, now);
+              model.get(id)!.pending = false;
+            } else if (op === "done") {
+              t.done(id, now);
+              model.delete(id);
+            } else if (op === "expire") {
+              t.expire(now);
+              for (const [k, e] of model) {
+                if (e.at + 40 <= now) e.pending = false;
+                if (e.at + 120 <= now) model.delete(k);
+              }
+            } else if (op === "drop") {
+              t.removeWorker(keys[w]!);
+              for (const [k, e] of model) if (e.w === w) model.delete(k);
+            } else if (op === "since") {
+              const since = now - n;
+              const want = {
+                pendingPrefillTokens: 0,
+                pendingRequests: 0,
+                activeBlocks: 0,
+                activeRequests: 0,
+              };
+              for (const e of model.values()) {
+                if (e.w !== w || e.at <= since) continue;
+                if (e.pending) {
+                  want.pendingPrefillTokens += e.tok;
+                  want.pendingRequests++;
+                }
+                want.activeBlocks += e.blk;
+                want.activeRequests++;
+              }
+              expect({ ...t.totalsSince(keys[w]!, since) }).toEqual(want);
+            }
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("costs what the snapshot time crosses, not the number of entries in flight", () => {
+    // Ratio within one run (no absolute timing): 100× the entries, about the same cost.
+    const cost = (entries: number): number => {
+      const t = new InFlightTracker({ prefillTtlMs: 1e9, ttlMs: 1e9 });
+      for (let i = 0; i < entries; i++) {
+        t.add(`r${i}`, A, { prefillTokens: 1, blocks: 1, nowMs: i });
+      }
+      const t0 = performance.now();
+      for (let s = 0; s < 2000; s++) t.totalsSince(A, s % 2 === 0 ? -1 : -2);
+      return performance.now() - t0;
+    };
+    cost(2_000); // warm-up
+    const small = Math.min(cost(2_000), cost(2_000));
+    const large = Math.min(cost(200_000), cost(200_000));
+    expect(large / Math.max(small, 0.05)).toBeLessThan(10);
   });
 });

@@ -5,7 +5,10 @@
  *
  * Every operation is O(1) amortised: expiry walks two FIFO queues in routing order, and
  * the "routed after time t" totals used by the combining rule (`effective-load.ts`) are
- * kept incrementally per worker, recomputed only when t (the snapshot time) changes.
+ * running sums per worker: all entries, minus those routed at or before t. When t (the
+ * snapshot time) moves, only the entries it crosses are visited, in each worker's
+ * routing-order queue. Times are made non-decreasing (`addedMs` never goes below an
+ * earlier entry's), so that queue is sorted by time.
  */
 
 import type { WorkerKey } from "../protocol/worker.js";
@@ -33,6 +36,9 @@ interface Entry {
   readonly prefillTokens: number;
   readonly blocks: number;
   pending: boolean;
+  live: boolean;
+  /** Counted in its worker's `before` totals (added at or before `sinceMs`). */
+  before: boolean;
 }
 
 class Totals implements InFlightTotals {
@@ -54,14 +60,30 @@ class Totals implements InFlightTotals {
     this.pendingPrefillTokens -= e.prefillTokens;
     this.pendingRequests--;
   }
+
+  /** This = a − b. */
+  difference(a: Totals, b: Totals): this {
+    this.pendingPrefillTokens = a.pendingPrefillTokens - b.pendingPrefillTokens;
+    this.pendingRequests = a.pendingRequests - b.pendingRequests;
+    this.activeBlocks = a.activeBlocks - b.activeBlocks;
+    this.activeRequests = a.activeRequests - b.activeRequests;
+    return this;
+  }
 }
 
 interface WorkerState {
-  readonly entries: Set<Entry>;
+  /** Live entries. */
+  count: number;
   readonly all: Totals;
-  /** Totals of entries added strictly after `sinceMs`. */
-  since: Totals;
+  /** Totals of live entries added at or before `sinceMs`. */
+  readonly before: Totals;
+  /** `all − before`, handed out by `totalsSince`. */
+  readonly since: Totals;
   sinceMs: number;
+  /** This worker's entries in routing order (dead ones until compacted). */
+  queue: Entry[];
+  /** `queue[0, cursor)` were added at or before `sinceMs`. */
+  cursor: number;
 }
 
 /** FIFO of entries in insertion order; stale heads are skipped lazily. */
@@ -99,6 +121,8 @@ export class InFlightTracker {
   readonly ttlMs: number;
   #expiredPrefills = 0;
   #expiredRequests = 0;
+  /** Latest `addedMs` given out: times never go backwards. */
+  #clock = -Infinity;
 
   constructor(config: InFlightConfig) {
     if (!(config.ttlMs > 0)) throw new RangeError("ttlMs must be > 0");
@@ -126,19 +150,24 @@ export class InFlightTracker {
   /** Record a routed request on `worker`. A request id already in flight is refused. */
   add(requestId: string, worker: WorkerKey, input: InFlightAddInput): InFlightAdd {
     if (this.#byId.has(requestId)) return { ok: false, reason: "duplicate_request", requestId };
+    this.#clock = Math.max(this.#clock, input.nowMs);
     const e: Entry = {
       id: requestId,
       worker,
-      addedMs: input.nowMs,
+      addedMs: this.#clock,
       prefillTokens: Math.max(0, input.prefillTokens),
       blocks: Math.max(0, input.blocks),
       pending: true,
+      live: true,
+      before: false,
     };
     this.#byId.set(requestId, e);
     const w = this.#worker(worker);
-    w.entries.add(e);
+    w.count++;
     w.all.add(e, 1);
-    if (e.addedMs > w.sinceMs) w.since.add(e, 1);
+    if (w.queue.length > 2 * w.count + 64) compact(w);
+    w.queue.push(e);
+    advance(w);
     this.#prefillQueue.push(e);
     this.#ttlQueue.push(e);
     return { ok: true };
@@ -196,17 +225,16 @@ export class InFlightTracker {
     const w = this.#workers.get(worker);
     if (w === undefined) return ZERO;
     if (w.sinceMs !== sinceMs) {
-      const t = new Totals();
-      for (const e of w.entries) if (e.addedMs > sinceMs) t.add(e, 1);
-      w.since = t;
+      if (sinceMs < w.sinceMs) retreat(w, sinceMs);
       w.sinceMs = sinceMs;
+      advance(w);
     }
-    return w.since;
+    return w.since.difference(w.all, w.before);
   }
 
   /** Forget the oldest request of `worker` (a per-worker cap); returns its id, or null. */
   dropOldest(worker: WorkerKey): string | null {
-    const first = this.#workers.get(worker)?.entries.values().next().value;
+    const first = this.#workers.get(worker)?.queue.find((e) => e.live);
     if (first === undefined) return null;
     this.#remove(first);
     return first.id;
@@ -216,9 +244,13 @@ export class InFlightTracker {
   removeWorker(worker: WorkerKey): number {
     const w = this.#workers.get(worker);
     if (w === undefined) return 0;
-    for (const e of w.entries) this.#byId.delete(e.id);
+    for (const e of w.queue) {
+      if (!e.live) continue;
+      e.live = false;
+      this.#byId.delete(e.id);
+    }
     this.#workers.delete(worker);
-    return w.entries.size;
+    return w.count;
   }
 
   /** Workers with at least one request in flight. */
@@ -229,7 +261,15 @@ export class InFlightTracker {
   #worker(worker: WorkerKey): WorkerState {
     let w = this.#workers.get(worker);
     if (w === undefined) {
-      w = { entries: new Set(), all: new Totals(), since: new Totals(), sinceMs: -Infinity };
+      w = {
+        count: 0,
+        all: new Totals(),
+        before: new Totals(),
+        since: new Totals(),
+        sinceMs: -Infinity,
+        queue: [],
+        cursor: 0,
+      };
       this.#workers.set(worker, w);
     }
     return w;
@@ -239,7 +279,7 @@ export class InFlightTracker {
     if (!e.pending) return;
     const w = this.#workers.get(e.worker)!;
     w.all.endPrefill(e);
-    if (e.addedMs > w.sinceMs) w.since.endPrefill(e);
+    if (e.before) w.before.endPrefill(e);
     e.pending = false;
   }
 
@@ -247,8 +287,44 @@ export class InFlightTracker {
     this.#byId.delete(e.id);
     const w = this.#workers.get(e.worker)!;
     w.all.add(e, -1);
-    if (e.addedMs > w.sinceMs) w.since.add(e, -1);
-    w.entries.delete(e);
-    if (w.entries.size === 0) this.#workers.delete(e.worker);
+    if (e.before) w.before.add(e, -1);
+    e.live = false;
+    w.count--;
+    if (w.count === 0) this.#workers.delete(e.worker);
   }
+}
+
+/** Counts into `before` the queued entries added at or before `sinceMs` not yet counted. */
+function advance(w: WorkerState): void {
+  const q = w.queue;
+  while (w.cursor < q.length && q[w.cursor]!.addedMs <= w.sinceMs) {
+    const e = q[w.cursor++]!;
+    if (!e.live) continue;
+    e.before = true;
+    w.before.add(e, 1);
+  }
+}
+
+/** `sinceMs` moved back (rare): entries after the new time leave `before`. */
+function retreat(w: WorkerState, sinceMs: number): void {
+  const q = w.queue;
+  while (w.cursor > 0 && q[w.cursor - 1]!.addedMs > sinceMs) {
+    const e = q[--w.cursor]!;
+    if (!e.live || !e.before) continue;
+    e.before = false;
+    w.before.add(e, -1);
+  }
+}
+
+/** Drops dead entries from the queue (amortised: only when it is half dead). */
+function compact(w: WorkerState): void {
+  let cursor = 0;
+  const live: Entry[] = [];
+  for (const [i, e] of w.queue.entries()) {
+    if (!e.live) continue;
+    if (i < w.cursor) cursor++;
+    live.push(e);
+  }
+  w.queue = live;
+  w.cursor = cursor;
 }

@@ -7,20 +7,11 @@
  * request's input length.
  */
 
+import { fmix32 } from "../util/fmix32.js";
 import { TRACE_BLOCK_TOKENS, type TraceRequest } from "./trace.js";
 
 /** Token ids are drawn from [0, VOCAB_SIZE), the size of a typical modern vocabulary. */
 export const VOCAB_SIZE = 1 << 17;
-
-/** 32-bit finaliser (murmur3 fmix32): spreads nearby seeds far apart. */
-function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /**
  * Write the first `count` tokens of block `hashId` into `out` at `offset`.

@@ -22,6 +22,7 @@ import { createReplicaSharing } from "../replicas/replica-sharing.js";
 import { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
 import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
+import { IndexUpkeepLoop } from "./index-upkeep.js";
 
 export interface ServiceOptions {
   readonly logger: Logger;
@@ -51,7 +52,10 @@ export async function createService(
 ): Promise<Service> {
   const nowMs = options.nowMs ?? Date.now;
   const logger = options.logger;
-  const index = new RadixTreeIndex({ blockSize: config.index.blockSize });
+  const index = new RadixTreeIndex({
+    blockSize: config.index.blockSize,
+    maxBlocks: config.index.maxBlocks,
+  });
   const registry = new WorkerRegistry();
   const loads = new LoadTracker({ staleAfterMs: config.load.staleAfterMs });
   const replicas = createReplicaSharing(config, {
@@ -112,6 +116,8 @@ export async function createService(
   }
   if (options.scrape !== false) scrapes.start();
   replicas?.sync.start();
+  const upkeep = new IndexUpkeepLoop({ index, registry, loads });
+  upkeep.start();
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
@@ -120,6 +126,7 @@ export async function createService(
       drain.start();
       await drainConnections(app, config.server.drainMs);
       await app.close();
+      upkeep.stop();
       await scrapes.stop();
       await pool.close();
       await replicas?.sync.close();

@@ -8,6 +8,8 @@
  * Map key. `hashToBigInt` converts for the wire (unsigned, like vLLM ≥ 0.10.2).
  */
 
+import { fmix32 } from "../util/fmix32.js";
+
 /** A block hash as 16 lowercase hex digits. Engine-side only; never a router key. */
 export type SimBlockHash = string;
 
@@ -27,15 +29,6 @@ function parseHex8(s: string, at: number): number {
   let v = 0;
   for (let i = at; i < at + 8; i++) v = (v << 4) | hexNibble(s.charCodeAt(i));
   return v >>> 0;
-}
-
-function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
 }
 
 function round(h: number, k: number): number {

@@ -199,6 +199,30 @@ export function createMetrics(registry: Registry, sources: MetricSources): Route
   indexGauge("kvrouter_index_nodes", "Radix tree nodes", (s) => s.nodes);
   indexGauge("kvrouter_index_blocks", "Blocks held, summed over workers", (s) => s.workerBlocks);
   indexGauge("kvrouter_index_workers", "Workers present in the index", (s) => s.workers);
+  indexGauge(
+    "kvrouter_index_reclaim_pending_blocks",
+    "Blocks of cleared workers not yet reclaimed (never matched)",
+    (s) => s.reclaimPendingBlocks,
+  );
+  const indexCounter = (name: string, help: string, pick: (s: IndexStats) => number) =>
+    new Counter({
+      name,
+      help,
+      registers,
+      collect() {
+        if (sources.indexStats !== undefined) setCounter(this, [[{}, pick(sources.indexStats())]]);
+      },
+    });
+  indexCounter(
+    "kvrouter_index_cap_evictions_total",
+    "Index entries evicted (least recently stored first) at index.maxBlocks",
+    (s) => s.capEvictions,
+  );
+  indexCounter(
+    "kvrouter_index_overflow_resets_total",
+    "Workers reset for holding more GPU blocks than their engine has (lost removals)",
+    (s) => s.overflowResets,
+  );
 
   registerLoadMetrics(registry, sources);
   // Children bound once: the hot path skips hashing the label set on every observation.
