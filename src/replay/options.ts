@@ -7,7 +7,13 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { resolveSchedulerConfig, SchedulerConfigError } from "../scheduler/config.js";
 import type { CostWeights, SchedulerConfig } from "../scheduler/types.js";
-import { isPolicyName, POLICY_NAMES, type PolicyName } from "./policies.js";
+import {
+  BASELINE_POLICY_NAMES,
+  isPolicyName,
+  PEER_POLICY_NAMES,
+  POLICY_NAMES,
+  type PolicyName,
+} from "./policies.js";
 import { DEFAULT_TIMING, invalidTimingField, type TimingModel } from "./timing-model.js";
 
 /** The trace slice shipped in the repository (and the image): `traces/README.md`. */
@@ -26,7 +32,9 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --workers N               workers in the fleet (default 8)
   --capacity-blocks C       KV blocks per worker (default: unlimited)
   --capacity-tokens T       KV capacity per worker in tokens (rounded down to blocks)
-  --policy P                ${POLICY_NAMES.join(" | ")} | all (default all); repeatable
+  --policy P                ${BASELINE_POLICY_NAMES.join(" | ")} |
+                            ${PEER_POLICY_NAMES.join(" | ")} |
+                            baselines | peers | all (default all); repeatable
   --reference               also run one worker holding the whole fleet's capacity and
                             throughput (the hit rate routing should approach)
   --block-size B            tokens per KV block, engine and router (default 16)
@@ -124,10 +132,12 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
   const policies: PolicyName[] = [];
   for (const p of v.policy ?? ["all"]) {
     if (p === "all") policies.push(...POLICY_NAMES);
+    else if (p === "peers") policies.push(...PEER_POLICY_NAMES);
+    else if (p === "baselines") policies.push(...BASELINE_POLICY_NAMES);
     else if (isPolicyName(p)) policies.push(p);
     else
       throw new ReplayUsageError(
-        `--policy must be one of ${POLICY_NAMES.join(", ")}, all; got '${p}'`,
+        `--policy must be one of ${POLICY_NAMES.join(", ")}, baselines, peers, all; got '${p}'`,
       );
   }
 
