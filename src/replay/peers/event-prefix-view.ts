@@ -21,7 +21,7 @@ export class EventPrefixView {
   constructor(workers: number, blockSize: number) {
     this.#index = new RadixTreeIndex({ blockSize });
     this.#keys = Array.from({ length: workers }, (_, w) => workerKey(`sim-${w}`));
-    this.#keys.forEach((k, w) => this.#slot.set(k, w));
+    for (let w = 0; w < workers; w++) this.#slot.set(this.#keys[w]!, w);
   }
 
   get blockSize(): number {
