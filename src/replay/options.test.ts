@@ -66,4 +66,17 @@ describe("parseReplayArgs", () => {
     expect(() => parseReplayArgs(argv)).toThrow(ReplayUsageError);
     expect(() => parseReplayArgs(argv)).toThrow(msg);
   });
+
+  it("spells the prefill rate as the simulator does, keeping --prefill-tps as an alias", () => {
+    expect(parseReplayArgs(["--prefill-tokens-per-s", "4000"])!.timing.prefillTokensPerSec).toBe(
+      4000,
+    );
+    expect(parseReplayArgs(["--prefill-tps", "3000"])!.timing.prefillTokensPerSec).toBe(3000);
+    expect(() => parseReplayArgs(["--prefill-tokens-per-s", "1", "--prefill-tps", "2"])).toThrow(
+      ReplayUsageError,
+    );
+    expect(() => parseReplayArgs(["--prefill-tokens-per-s", "0"])).toThrow(
+      /--prefill-tokens-per-s/,
+    );
+  });
 });

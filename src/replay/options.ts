@@ -39,7 +39,9 @@ simulated fleet of vLLM-like workers, and compares routing policies.
                             throughput (the hit rate routing should approach)
   --block-size B            tokens per KV block, engine and router (default 16)
   --seed S                  seed of random routing, sampling and engine hashes (default 1)
-  --prefill-tps X           uncached prompt tokens per second per worker (default ${DEFAULT_TIMING.prefillTokensPerSec})
+  --prefill-tokens-per-s X  uncached prompt tokens per second per worker, as in
+                            kvrouter sim-worker (default ${DEFAULT_TIMING.prefillTokensPerSec});
+                            --prefill-tps is the old spelling
   --prefill-overhead-ms X   fixed time per prefill (default ${DEFAULT_TIMING.prefillOverheadMs})
   --decode-ms-per-token X   time per output token (default ${DEFAULT_TIMING.decodeMsPerToken})
   --max-num-seqs N          running requests per worker (default ${DEFAULT_TIMING.maxNumSeqs})
@@ -102,6 +104,16 @@ function numOrInf(
   if (v !== undefined && /^(inf|infinity)$/i.test(v.trim())) return Number.POSITIVE_INFINITY;
   return num(flag, v, ok, what);
 }
+/** `--prefill-tokens-per-s`, or its old spelling `--prefill-tps` (not both). */
+function prefillRate(v: string | undefined, old: string | undefined): number | undefined {
+  if (v !== undefined && old !== undefined) {
+    throw new ReplayUsageError(
+      "give --prefill-tokens-per-s or its old spelling --prefill-tps, not both",
+    );
+  }
+  if (old !== undefined) return num("prefill-tps", old, (x) => x > 0, "a number > 0");
+  return num("prefill-tokens-per-s", v, (x) => x > 0, "a number > 0");
+}
 const posInt = (x: number) => Number.isSafeInteger(x) && x > 0;
 const nonNeg = (x: number) => x >= 0;
 
@@ -143,7 +155,7 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
 
   const timing: TimingModel = {
     prefillTokensPerSec:
-      num("prefill-tps", v["prefill-tps"], (x) => x > 0, "a number > 0") ??
+      prefillRate(v["prefill-tokens-per-s"], v["prefill-tps"]) ??
       DEFAULT_TIMING.prefillTokensPerSec,
     prefillOverheadMs:
       num("prefill-overhead-ms", v["prefill-overhead-ms"], nonNeg, "a number ≥ 0") ??
@@ -228,6 +240,7 @@ function parse(argv: readonly string[]) {
       reference: { type: "boolean" },
       "block-size": { type: "string" },
       seed: { type: "string" },
+      "prefill-tokens-per-s": { type: "string" },
       "prefill-tps": { type: "string" },
       "prefill-overhead-ms": { type: "string" },
       "decode-ms-per-token": { type: "string" },
