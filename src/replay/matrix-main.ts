@@ -30,6 +30,8 @@ Default policies: kv, round_robin and every peer (--policy to choose).
   --workloads LIST   comma-separated (default: all five)
   --loads LIST       round-robin prefill utilisations (default 0.5,0.8,0.95)
   --requests N       requests per workload (default 2000)
+  --gen KEY=VALUE    a generator parameter for the generated workloads (e.g. prompts=4,
+                     systemTokens=8192); repeatable; see kvrouter trace gen --help
 
 Replay options (fleet, timing, scheduler, --jobs, --json, --svg FILE): see
 kvrouter replay --help.
@@ -56,7 +58,15 @@ export async function matrixMain(argv: string[]): Promise<number> {
   for (const workload of split.workloads) {
     for (const load of split.loads) {
       for (const policy of policies) {
-        jobs.push({ workload, load, policy, requests: split.requests, trace: o.trace, options: o });
+        jobs.push({
+          workload,
+          load,
+          policy,
+          requests: split.requests,
+          trace: o.trace,
+          gen: split.gen,
+          options: o,
+        });
       }
     }
   }

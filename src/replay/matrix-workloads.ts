@@ -17,6 +17,7 @@ import {
   isWorkloadKind,
   toJsonl,
   WORKLOAD_KINDS,
+  type WorkloadParams,
 } from "./workloads/generators.js";
 
 export const MATRIX_WORKLOADS = ["conversation", ...WORKLOAD_KINDS] as const;
@@ -29,12 +30,19 @@ export function isMatrixWorkload(s: string): s is MatrixWorkload {
 /** The requests of a workload: `conversation` reads `trace`, the others are generated. */
 export function buildWorkload(
   name: MatrixWorkload,
-  o: { readonly requests: number; readonly seed: number; readonly trace: string },
+  o: {
+    readonly requests: number;
+    readonly seed: number;
+    readonly trace: string;
+    /** Generator parameters replacing the kind's defaults. */
+    readonly gen?: Partial<WorkloadParams>;
+  },
 ): TraceRequest[] {
   if (name === "conversation") return loadTrace(o.trace, { limit: o.requests });
   if (!isWorkloadKind(name)) throw new Error(`unknown workload ${name}`);
   const lines = generateWorkload(name, {
     ...defaultParams(name),
+    ...o.gen,
     requests: o.requests,
     seed: o.seed,
   });

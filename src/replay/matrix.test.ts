@@ -15,6 +15,7 @@ describe("replay matrix", () => {
         policy: "round_robin",
         requests: 300,
         trace: DEFAULT_TRACE,
+        gen: {},
         options,
       });
       expect(r.summary.prefillUtilisation).toBeGreaterThan(load - 0.08);
@@ -58,5 +59,7 @@ describe("replay matrix", () => {
     expect(s.loads).toEqual([0.5]);
     expect(s.rest).toEqual(["--seed", "3"]);
     expect(() => splitMatrixArgs(["--workloads", "nope"])).toThrow(/--workloads/);
+    expect(splitMatrixArgs(["--gen", "prompts=4"]).gen).toEqual({ prompts: 4 });
+    expect(() => splitMatrixArgs(["--gen", "nope=1"])).toThrow(/--gen/);
   });
 });

@@ -16,6 +16,7 @@ import {
 } from "./matrix-workloads.js";
 import type { RunSummary } from "./metrics.js";
 import { PEER_POLICY_NAMES, type PolicyName } from "./policies.js";
+import { defaultParams, type WorkloadParams } from "./workloads/generators.js";
 
 /** One cell of the matrix for one policy. */
 export interface MatrixJob {
@@ -25,6 +26,8 @@ export interface MatrixJob {
   readonly policy: PolicyName;
   readonly requests: number;
   readonly trace: string;
+  /** Generator parameters replacing the defaults (`--gen KEY=VALUE`). */
+  readonly gen: Partial<WorkloadParams>;
   readonly options: CompareOptions;
 }
 
@@ -51,6 +54,7 @@ export function runMatrixJob(j: MatrixJob): MatrixResult {
     requests: j.requests,
     seed: j.options.seed,
     trace: j.trace,
+    gen: j.gen,
   });
   const { requests, factor } = scaleToLoad(
     base,
@@ -75,8 +79,11 @@ export function splitMatrixArgs(argv: readonly string[]): {
   workloads: MatrixWorkload[];
   loads: number[];
   requests: number;
+  gen: Partial<WorkloadParams>;
   rest: string[];
 } {
+  const gen: Record<string, number> = {};
+  const known = Object.keys(defaultParams("chat"));
   let workloads: MatrixWorkload[] = [...MATRIX_WORKLOADS];
   let loads: number[] = [...DEFAULT_MATRIX_LOADS];
   let requests = 2_000;
@@ -114,9 +121,19 @@ export function splitMatrixArgs(argv: readonly string[]): {
       if (!Number.isSafeInteger(requests) || requests < 2) {
         throw new MatrixUsageError(`--requests must be an integer ≥ 2, got '${v}'`);
       }
+    } else if (a === "--gen") {
+      const v = value();
+      const m = /^([a-zA-Z]+)=(.+)$/.exec(v);
+      const x = m === null ? Number.NaN : Number(m[2]);
+      if (m === null || !known.includes(m[1]!) || !Number.isFinite(x) || x < 0) {
+        throw new MatrixUsageError(
+          `--gen must be KEY=VALUE with KEY one of ${known.join(", ")}, got '${v}'`,
+        );
+      }
+      gen[m[1]!] = x;
     } else rest.push(a);
   }
-  return { workloads, loads, requests, rest };
+  return { workloads, loads, requests, gen: gen as Partial<WorkloadParams>, rest };
 }
 
 export class MatrixUsageError extends Error {
