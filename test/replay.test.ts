@@ -115,7 +115,9 @@ describe("kvrouter replay CLI", () => {
         "--workers",
         "3",
         "--policy",
-        "all",
+        "baselines",
+        "--policy",
+        "dynamo_kv",
         "--json",
         "--svg",
         svg,
@@ -133,6 +135,7 @@ describe("kvrouter replay CLI", () => {
       "round_robin",
       "random",
       "least_loaded",
+      "dynamo_kv",
     ]);
     expect(report.runs[0].summary.requests).toBe(120);
     expect(report.ceilings.single.tokenHitRate).toBeGreaterThan(0);
