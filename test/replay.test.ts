@@ -142,7 +142,7 @@ describe("kvrouter replay CLI", () => {
     const plot = readFileSync(svg, "utf8");
     expect(plot.startsWith("<svg")).toBe(true);
     expect(plot).toContain("least_loaded");
-  });
+  }, 120_000); // five policies on worker threads: slow on a loaded machine
 
   it("fails with exit code 2 naming a bad flag, and 1 on an unreadable trace", async () => {
     const err: string[] = [];
