@@ -28,6 +28,10 @@ const COMMANDS: Record<string, { describe: string; load: () => Promise<{ main: S
     describe: "replay a request trace through the router in virtual time",
     load: () => import("./replay/replay-main.js"),
   },
+  trace: {
+    describe: "generate a synthetic workload trace (trace gen KIND)",
+    load: () => import("./replay/workloads/trace-gen-main.js"),
+  },
 };
 
 /** The package version, from the package.json beside `src/` or `dist/`. */

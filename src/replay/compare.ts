@@ -7,6 +7,11 @@ import { RadixTreeIndex } from "../index/radix-tree.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { deriveSeed, seededRng } from "../util/rng.js";
 import { KvPolicy } from "./kv-policy.js";
+import { AibrixPrefixCachePolicy } from "./peers/aibrix-prefix-cache.js";
+import { DynamoKvPolicy } from "./peers/dynamo-kv-router.js";
+import { LlmdApproxPolicy, LlmdPrecisePolicy } from "./peers/llmd-scorers.js";
+import { ProductionStackKvawarePolicy } from "./peers/production-stack-kvaware.js";
+import { SglangCacheAwarePolicy } from "./peers/sglang-cache-aware.js";
 import {
   type FleetView,
   LeastLoadedPolicy,
@@ -55,6 +60,18 @@ export function makePolicy(
       return new RandomPolicy(fleet, seededRng(deriveSeed(o.seed, "random")));
     case "least_loaded":
       return new LeastLoadedPolicy(fleet);
+    case "sglang_cache_aware":
+      return new SglangCacheAwarePolicy(fleet, o.blockSize);
+    case "llmd_precise":
+      return new LlmdPrecisePolicy(fleet, o.blockSize, seededRng(deriveSeed(o.seed, name)));
+    case "llmd_approx":
+      return new LlmdApproxPolicy(fleet, o.blockSize, seededRng(deriveSeed(o.seed, name)));
+    case "dynamo_kv":
+      return new DynamoKvPolicy(fleet, o.blockSize, seededRng(deriveSeed(o.seed, name)));
+    case "aibrix_prefix_cache":
+      return new AibrixPrefixCachePolicy(fleet, o.blockSize, seededRng(deriveSeed(o.seed, name)));
+    case "pstack_kvaware":
+      return new ProductionStackKvawarePolicy(fleet, o.blockSize);
     default: {
       const never: never = name;
       throw new Error(`unknown policy ${String(never)}`);

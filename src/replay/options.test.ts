@@ -1,11 +1,19 @@
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_TRACE, parseReplayArgs, ReplayUsageError } from "./options.js";
+import { PEER_POLICY_NAMES, POLICY_NAMES } from "./policies.js";
 
 describe("parseReplayArgs", () => {
   it("fills defaults and expands --policy all", () => {
     const o = parseReplayArgs(["--trace", "t.jsonl"])!;
-    expect(o.policies).toEqual(["kv", "round_robin", "random", "least_loaded"]);
+    expect(o.policies).toEqual([...POLICY_NAMES]);
+    expect(parseReplayArgs(["--policy", "peers"])!.policies).toEqual([...PEER_POLICY_NAMES]);
+    expect(parseReplayArgs(["--policy", "baselines"])!.policies).toEqual([
+      "kv",
+      "round_robin",
+      "random",
+      "least_loaded",
+    ]);
     expect(o.workers).toBe(8);
     expect(o.capacityBlocks).toBeNull();
     expect(o.blockSize).toBe(16);
@@ -57,5 +65,18 @@ describe("parseReplayArgs", () => {
   ])("rejects %j naming the flag", (argv, msg) => {
     expect(() => parseReplayArgs(argv)).toThrow(ReplayUsageError);
     expect(() => parseReplayArgs(argv)).toThrow(msg);
+  });
+
+  it("spells the prefill rate as the simulator does, keeping --prefill-tps as an alias", () => {
+    expect(parseReplayArgs(["--prefill-tokens-per-s", "4000"])!.timing.prefillTokensPerSec).toBe(
+      4000,
+    );
+    expect(parseReplayArgs(["--prefill-tps", "3000"])!.timing.prefillTokensPerSec).toBe(3000);
+    expect(() => parseReplayArgs(["--prefill-tokens-per-s", "1", "--prefill-tps", "2"])).toThrow(
+      ReplayUsageError,
+    );
+    expect(() => parseReplayArgs(["--prefill-tokens-per-s", "0"])).toThrow(
+      /--prefill-tokens-per-s/,
+    );
   });
 });

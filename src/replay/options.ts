@@ -7,7 +7,13 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { resolveSchedulerConfig, SchedulerConfigError } from "../scheduler/config.js";
 import type { CostWeights, SchedulerConfig } from "../scheduler/types.js";
-import { isPolicyName, POLICY_NAMES, type PolicyName } from "./policies.js";
+import {
+  BASELINE_POLICY_NAMES,
+  isPolicyName,
+  PEER_POLICY_NAMES,
+  POLICY_NAMES,
+  type PolicyName,
+} from "./policies.js";
 import { DEFAULT_TIMING, invalidTimingField, type TimingModel } from "./timing-model.js";
 
 /** The trace slice shipped in the repository (and the image): `traces/README.md`. */
@@ -26,12 +32,16 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --workers N               workers in the fleet (default 8)
   --capacity-blocks C       KV blocks per worker (default: unlimited)
   --capacity-tokens T       KV capacity per worker in tokens (rounded down to blocks)
-  --policy P                ${POLICY_NAMES.join(" | ")} | all (default all); repeatable
+  --policy P                ${BASELINE_POLICY_NAMES.join(" | ")} |
+                            ${PEER_POLICY_NAMES.join(" | ")} |
+                            baselines | peers | all (default all); repeatable
   --reference               also run one worker holding the whole fleet's capacity and
                             throughput (the hit rate routing should approach)
   --block-size B            tokens per KV block, engine and router (default 16)
   --seed S                  seed of random routing, sampling and engine hashes (default 1)
-  --prefill-tps X           uncached prompt tokens per second per worker (default ${DEFAULT_TIMING.prefillTokensPerSec})
+  --prefill-tokens-per-s X  uncached prompt tokens per second per worker, as in
+                            kvrouter sim-worker (default ${DEFAULT_TIMING.prefillTokensPerSec});
+                            --prefill-tps is the old spelling
   --prefill-overhead-ms X   fixed time per prefill (default ${DEFAULT_TIMING.prefillOverheadMs})
   --decode-ms-per-token X   time per output token (default ${DEFAULT_TIMING.decodeMsPerToken})
   --max-num-seqs N          running requests per worker (default ${DEFAULT_TIMING.maxNumSeqs})
@@ -94,6 +104,16 @@ function numOrInf(
   if (v !== undefined && /^(inf|infinity)$/i.test(v.trim())) return Number.POSITIVE_INFINITY;
   return num(flag, v, ok, what);
 }
+/** `--prefill-tokens-per-s`, or its old spelling `--prefill-tps` (not both). */
+function prefillRate(v: string | undefined, old: string | undefined): number | undefined {
+  if (v !== undefined && old !== undefined) {
+    throw new ReplayUsageError(
+      "give --prefill-tokens-per-s or its old spelling --prefill-tps, not both",
+    );
+  }
+  if (old !== undefined) return num("prefill-tps", old, (x) => x > 0, "a number > 0");
+  return num("prefill-tokens-per-s", v, (x) => x > 0, "a number > 0");
+}
 const posInt = (x: number) => Number.isSafeInteger(x) && x > 0;
 const nonNeg = (x: number) => x >= 0;
 
@@ -124,16 +144,18 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
   const policies: PolicyName[] = [];
   for (const p of v.policy ?? ["all"]) {
     if (p === "all") policies.push(...POLICY_NAMES);
+    else if (p === "peers") policies.push(...PEER_POLICY_NAMES);
+    else if (p === "baselines") policies.push(...BASELINE_POLICY_NAMES);
     else if (isPolicyName(p)) policies.push(p);
     else
       throw new ReplayUsageError(
-        `--policy must be one of ${POLICY_NAMES.join(", ")}, all; got '${p}'`,
+        `--policy must be one of ${POLICY_NAMES.join(", ")}, baselines, peers, all; got '${p}'`,
       );
   }
 
   const timing: TimingModel = {
     prefillTokensPerSec:
-      num("prefill-tps", v["prefill-tps"], (x) => x > 0, "a number > 0") ??
+      prefillRate(v["prefill-tokens-per-s"], v["prefill-tps"]) ??
       DEFAULT_TIMING.prefillTokensPerSec,
     prefillOverheadMs:
       num("prefill-overhead-ms", v["prefill-overhead-ms"], nonNeg, "a number ≥ 0") ??
@@ -218,6 +240,7 @@ function parse(argv: readonly string[]) {
       reference: { type: "boolean" },
       "block-size": { type: "string" },
       seed: { type: "string" },
+      "prefill-tokens-per-s": { type: "string" },
       "prefill-tps": { type: "string" },
       "prefill-overhead-ms": { type: "string" },
       "decode-ms-per-token": { type: "string" },

@@ -9,7 +9,18 @@ import type { Rng } from "../util/rng.js";
 import type { RequestOutcome } from "./sim-fleet.js";
 import type { TraceRequest } from "./trace.js";
 
-export const POLICY_NAMES = ["kv", "round_robin", "random", "least_loaded"] as const;
+/** Our router and the plain baselines. */
+export const BASELINE_POLICY_NAMES = ["kv", "round_robin", "random", "least_loaded"] as const;
+/** The peers' own algorithms, re-implemented in `peers/` (docs/replay.md cites each source). */
+export const PEER_POLICY_NAMES = [
+  "sglang_cache_aware",
+  "llmd_precise",
+  "llmd_approx",
+  "dynamo_kv",
+  "aibrix_prefix_cache",
+  "pstack_kvaware",
+] as const;
+export const POLICY_NAMES = [...BASELINE_POLICY_NAMES, ...PEER_POLICY_NAMES] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number];
 
 export function isPolicyName(s: string): s is PolicyName {
@@ -33,7 +44,7 @@ export interface ScrapedLoad {
 
 export interface RoutingPolicy {
   readonly name: string;
-  /** Whether the policy wants the workers' KV events (only the kv policy does). */
+  /** Whether the policy wants the workers' KV events (event-fed routers). */
   readonly wantsKvEvents: boolean;
   /** Pick a worker index for a request arriving now. */
   choose(req: TraceRequest, tokens: readonly number[], nowMs: number): number;

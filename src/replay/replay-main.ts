@@ -14,6 +14,10 @@ import { loadTrace, TraceFormatError } from "./trace.js";
 
 /** Entry point; returns the exit code (0 ok, 1 failure, 2 bad usage). */
 export async function main(argv: string[]): Promise<number> {
+  if (argv[0] === "matrix") {
+    const { matrixMain } = await import("./matrix-main.js");
+    return matrixMain(argv.slice(1));
+  }
   let o: ReturnType<typeof parseReplayArgs>;
   try {
     o = parseReplayArgs(argv);

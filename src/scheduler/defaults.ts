@@ -24,3 +24,11 @@ export const DEFAULT_SCHEDULER_CONFIG: SchedulerConfig = Object.freeze({
   stalePolicy: "exclude",
   stalePenalty: 64,
 });
+
+/**
+ * A worker is a KV outlier (above mean + k·std of the fleet) only while its KV load is
+ * also above this: with this much of its cache still free a worker has the headroom to
+ * serve its own cache hits, however far above its peers one long prompt has put it.
+ * Measured in docs/replay.md ("KV-outlier exclusion").
+ */
+export const OUTLIER_MIN_KV_LOAD = 0.8;

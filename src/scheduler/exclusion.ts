@@ -1,13 +1,15 @@
 /**
  * Which candidates may not be chosen: stale workers (while fresh ones exist), and KV
- * outliers (load above a hard cap, or above mean + k·std of the fresh fleet). The KV
- * rules read the engine's own figure (`confirmedKvLoad`), never a prediction alone: a
- * client that routes and never sends or reports cannot get a worker excluded. No rule
+ * outliers (load above a hard cap, or above mean + k·std of the fresh fleet while also
+ * short of headroom, above `OUTLIER_MIN_KV_LOAD`). The KV rules read the engine's own
+ * figure (`confirmedKvLoad`), never a prediction alone: a client that routes and never
+ * sends or reports cannot get a worker excluded. No rule
  * ever empties the field: a rule that would exclude everyone is not applied, and the
  * result says so.
  */
 
 import { meanStd } from "../load/fleet-stats.js";
+import { OUTLIER_MIN_KV_LOAD } from "./defaults.js";
 import type { CandidateInput, ExclusionReason, SchedulerConfig } from "./types.js";
 
 export interface ExclusionResult {
@@ -57,7 +59,7 @@ export function computeExclusions(
   const threshold =
     stats.mean === null || stats.std === null || !Number.isFinite(config.outlierStdK)
       ? Infinity
-      : stats.mean + config.outlierStdK * stats.std;
+      : Math.max(stats.mean + config.outlierStdK * stats.std, OUTLIER_MIN_KV_LOAD);
   const kv: (ExclusionReason | null)[] = new Array(n).fill(null);
   let survivors = 0;
   for (let i = 0; i < n; i++) {

@@ -3,6 +3,7 @@
  * exclusions, selects, and returns every number it used so a decision can be explained.
  */
 
+import { backlogPendingWeight } from "./backlog.js";
 import { candidateCost } from "./cost.js";
 import { computeExclusions } from "./exclusion.js";
 import { selectCandidate } from "./select.js";
@@ -36,18 +37,26 @@ export function schedule(
   }
   const ex = computeExclusions(candidates, config);
   const costs: number[] = [];
-  const eligible: boolean[] = [];
+  const eligible: boolean[] = ex.excluded.map((e) => e === null);
+  const pending = backlogPendingWeight(
+    candidates,
+    eligible,
+    promptBlocks,
+    blockSize,
+    config.weights.pending,
+  );
+  const weights =
+    pending === config.weights.pending ? config.weights : { ...config.weights, pending };
   const terms = candidates.map((c, i) => {
     const t = candidateCost(
       c,
       promptTokens,
       promptBlocks,
       blockSize,
-      config.weights,
+      weights,
       ex.penalised[i] ? config.stalePenalty : 0,
     );
     costs.push(t.totalCost);
-    eligible.push(ex.excluded[i] === null);
     return t;
   });
   const sel = selectCandidate(costs, eligible, config.temperature, rng);

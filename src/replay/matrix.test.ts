@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest";
+import { formatMatrix, type MatrixResult, runMatrixJob, splitMatrixArgs } from "./matrix.js";
+import { renderMatrixSvg } from "./matrix-svg.js";
+import { buildWorkload, scaleToLoad } from "./matrix-workloads.js";
+import { DEFAULT_TRACE, parseReplayArgs } from "./options.js";
+
+const options = { ...parseReplayArgs(["--jobs", "1"])!, policies: [] };
+
+describe("replay matrix", () => {
+  it("scales arrivals so round-robin's measured prefill utilisation lands near the target", () => {
+    for (const load of [0.5, 0.8]) {
+      const r = runMatrixJob({
+        workload: "shared-prefix",
+        load,
+        policy: "round_robin",
+        requests: 300,
+        trace: DEFAULT_TRACE,
+        gen: {},
+        options,
+      });
+      expect(r.summary.prefillUtilisation).toBeGreaterThan(load - 0.08);
+      expect(r.summary.prefillUtilisation).toBeLessThan(load + 0.03);
+    }
+  });
+
+  it("a higher load is a shorter trace with the same requests", () => {
+    const base = buildWorkload("chat", { requests: 200, seed: 1, trace: DEFAULT_TRACE });
+    const a = scaleToLoad(base, 0.5, 8, 16, options.timing);
+    const b = scaleToLoad(base, 0.95, 8, 16, options.timing);
+    expect(b.factor / a.factor).toBeCloseTo(0.5 / 0.95, 6);
+    expect(a.requests.map((r) => r.hashIds)).toEqual(base.map((r) => r.hashIds));
+  });
+
+  it("prints a table per workload, kv against the best peer, and an SVG", () => {
+    const mk = (policy: MatrixResult["policy"], mean: number, p99: number): MatrixResult =>
+      ({
+        workload: "hot-prefix",
+        load: 0.5,
+        policy,
+        factor: 1,
+        wallMs: 1,
+        summary: { hitRate: 0.5, ttftMs: { mean, p99 }, prefillUtilisation: 0.5 },
+      }) as unknown as MatrixResult;
+    const results = [
+      mk("kv", 1000, 3000),
+      mk("round_robin", 2000, 4000),
+      mk("dynamo_kv", 500, 5000),
+    ];
+    const text = formatMatrix(results);
+    expect(text).toContain("### hot-prefix");
+    expect(text).toContain("| kv | 50.0 % | 1.00 | 3.00 |");
+    expect(text).toContain("| hot-prefix | 50 % | dynamo_kv | 2.00 ✗ | dynamo_kv | 0.60 |");
+    expect(renderMatrixSvg(results, "t")).toContain("<svg");
+  });
+
+  it("parses its own flags and leaves the rest to replay", () => {
+    const s = splitMatrixArgs(["--workloads", "chat,agentic", "--loads", "0.5", "--seed", "3"]);
+    expect(s.workloads).toEqual(["chat", "agentic"]);
+    expect(s.loads).toEqual([0.5]);
+    expect(s.rest).toEqual(["--seed", "3"]);
+    expect(() => splitMatrixArgs(["--workloads", "nope"])).toThrow(/--workloads/);
+    expect(splitMatrixArgs(["--gen", "prompts=4"]).gen).toEqual({ prompts: 4 });
+    expect(() => splitMatrixArgs(["--gen", "nope=1"])).toThrow(/--gen/);
+  });
+});

@@ -1,0 +1,203 @@
+/**
+ * `kvrouter replay matrix`: every policy × workload × load in one command. Workloads are
+ * the shipped conversation slice and the four generated kinds (`matrix-workloads.ts`);
+ * loads are round-robin prefill utilisations (default 50 %, 80 %, 95 %). Prints one
+ * markdown table per workload (hit rate, mean and p99 TTFT per policy and load), a
+ * summary of kv against the best peer in each cell, optionally an SVG and a JSON line.
+ */
+
+import { type CompareOptions, runJob } from "./compare.js";
+import {
+  buildWorkload,
+  isMatrixWorkload,
+  MATRIX_WORKLOADS,
+  type MatrixWorkload,
+  scaleToLoad,
+} from "./matrix-workloads.js";
+import type { RunSummary } from "./metrics.js";
+import { PEER_POLICY_NAMES, type PolicyName } from "./policies.js";
+import { defaultParams, type WorkloadParams } from "./workloads/generators.js";
+
+/** One cell of the matrix for one policy. */
+export interface MatrixJob {
+  readonly workload: MatrixWorkload;
+  /** Target round-robin prefill utilisation, 0..1. */
+  readonly load: number;
+  readonly policy: PolicyName;
+  readonly requests: number;
+  readonly trace: string;
+  /** Generator parameters replacing the defaults (`--gen KEY=VALUE`). */
+  readonly gen: Partial<WorkloadParams>;
+  readonly options: CompareOptions;
+}
+
+export interface MatrixResult {
+  readonly workload: MatrixWorkload;
+  readonly load: number;
+  readonly policy: PolicyName;
+  /** Arrival-time scale factor that produced the load. */
+  readonly factor: number;
+  readonly summary: RunSummary;
+  readonly wallMs: number;
+}
+
+export const DEFAULT_MATRIX_LOADS = [0.5, 0.8, 0.95] as const;
+export const DEFAULT_MATRIX_POLICIES: readonly PolicyName[] = [
+  "kv",
+  "round_robin",
+  ...PEER_POLICY_NAMES,
+];
+
+/** Run one job in this thread. */
+export function runMatrixJob(j: MatrixJob): MatrixResult {
+  const base = buildWorkload(j.workload, {
+    requests: j.requests,
+    seed: j.options.seed,
+    trace: j.trace,
+    gen: j.gen,
+  });
+  const { requests, factor } = scaleToLoad(
+    base,
+    j.load,
+    j.options.workers,
+    j.options.blockSize,
+    j.options.timing,
+  );
+  const run = runJob(requests, j.policy, { ...j.options, policies: [j.policy], reference: false });
+  return {
+    workload: j.workload,
+    load: j.load,
+    policy: j.policy,
+    factor,
+    summary: run.summary,
+    wallMs: run.wallMs,
+  };
+}
+
+/** Pull the matrix's own flags out of argv; the rest are replay flags. */
+export function splitMatrixArgs(argv: readonly string[]): {
+  workloads: MatrixWorkload[];
+  loads: number[];
+  requests: number;
+  gen: Partial<WorkloadParams>;
+  rest: string[];
+} {
+  const gen: Record<string, number> = {};
+  const known = Object.keys(defaultParams("chat"));
+  let workloads: MatrixWorkload[] = [...MATRIX_WORKLOADS];
+  let loads: number[] = [...DEFAULT_MATRIX_LOADS];
+  let requests = 2_000;
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new MatrixUsageError(`${a} needs a value`);
+      return v;
+    };
+    if (a === "--workloads") {
+      const list = value().split(",");
+      for (const w of list) {
+        if (!isMatrixWorkload(w)) {
+          throw new MatrixUsageError(
+            `--workloads: '${w}' is not one of ${MATRIX_WORKLOADS.join(", ")}`,
+          );
+        }
+      }
+      workloads = list as MatrixWorkload[];
+    } else if (a === "--loads") {
+      loads = value()
+        .split(",")
+        .map((s) => {
+          const x = Number(s);
+          if (s.trim() === "" || !(x > 0 && x < 1.5)) {
+            throw new MatrixUsageError(`--loads: '${s}' is not a utilisation in (0, 1.5)`);
+          }
+          return x;
+        });
+    } else if (a === "--requests") {
+      const v = value();
+      requests = Number(v);
+      if (!Number.isSafeInteger(requests) || requests < 2) {
+        throw new MatrixUsageError(`--requests must be an integer ≥ 2, got '${v}'`);
+      }
+    } else if (a === "--gen") {
+      const v = value();
+      const m = /^([a-zA-Z]+)=(.+)$/.exec(v);
+      const x = m === null ? Number.NaN : Number(m[2]);
+      if (m === null || !known.includes(m[1]!) || !Number.isFinite(x) || x < 0) {
+        throw new MatrixUsageError(
+          `--gen must be KEY=VALUE with KEY one of ${known.join(", ")}, got '${v}'`,
+        );
+      }
+      gen[m[1]!] = x;
+    } else rest.push(a);
+  }
+  return { workloads, loads, requests, gen: gen as Partial<WorkloadParams>, rest };
+}
+
+export class MatrixUsageError extends Error {
+  override name = "MatrixUsageError";
+}
+
+const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
+const sec = (ms: number) => (ms / 1000).toFixed(2);
+
+/** The results as markdown: one table per workload, then kv against the best peer. */
+export function formatMatrix(results: readonly MatrixResult[]): string {
+  const workloads = [...new Set(results.map((r) => r.workload))];
+  const loads = [...new Set(results.map((r) => r.load))].sort((a, b) => a - b);
+  const policies = [...new Set(results.map((r) => r.policy))];
+  const get = (w: string, l: number, p: string) =>
+    results.find((r) => r.workload === w && r.load === l && r.policy === p);
+  const out: string[] = [];
+  for (const w of workloads) {
+    const rrUtil = loads.map((l) => {
+      const rr = get(w, l, "round_robin");
+      return rr === undefined
+        ? ""
+        : ` (round-robin measured ${pct(rr.summary.prefillUtilisation)})`;
+    });
+    out.push(`### ${w}`, "");
+    out.push(
+      `| policy | ${loads.map((l, i) => `${Math.round(100 * l)} %${rrUtil[i]}: hit | mean | p99`).join(" | ")} |`,
+    );
+    out.push(`|---|${loads.map(() => "---|---|---").join("|")}|`);
+    for (const p of policies) {
+      const cells = loads.map((l) => {
+        const r = get(w, l, p);
+        if (r === undefined) return " | | ";
+        const s = r.summary;
+        return `${pct(s.hitRate)} | ${sec(s.ttftMs.mean)} | ${sec(s.ttftMs.p99)}`;
+      });
+      out.push(`| ${p} | ${cells.join(" | ")} |`);
+    }
+    out.push("");
+  }
+  const peers = policies.filter((p) => (PEER_POLICY_NAMES as readonly string[]).includes(p));
+  if (policies.includes("kv") && peers.length > 0) {
+    out.push("### kv against the best peer in each cell (ratio < 1: kv better)", "");
+    out.push(
+      "| workload | load | best peer (mean) | kv / best mean | best peer (p99) | kv / best p99 |",
+    );
+    out.push("|---|---|---|---|---|---|");
+    for (const w of workloads) {
+      for (const l of loads) {
+        const kv = get(w, l, "kv");
+        const ps = peers.map((p) => get(w, l, p)).filter((r) => r !== undefined);
+        if (kv === undefined || ps.length === 0) continue;
+        const bestMean = ps.reduce((a, b) =>
+          b.summary.ttftMs.mean < a.summary.ttftMs.mean ? b : a,
+        );
+        const bestP99 = ps.reduce((a, b) => (b.summary.ttftMs.p99 < a.summary.ttftMs.p99 ? b : a));
+        const m = kv.summary.ttftMs.mean / bestMean.summary.ttftMs.mean;
+        const q = kv.summary.ttftMs.p99 / bestP99.summary.ttftMs.p99;
+        out.push(
+          `| ${w} | ${Math.round(100 * l)} % | ${bestMean.policy} | ${m.toFixed(2)}${m > 1 ? " ✗" : ""} | ${bestP99.policy} | ${q.toFixed(2)}${q > 1 ? " ✗" : ""} |`,
+        );
+      }
+    }
+    out.push("");
+  }
+  return `${out.join("\n")}\n`;
+}
