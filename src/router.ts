@@ -3,6 +3,9 @@
  * worker and records the request as in flight there; sending the request is the
  * caller's job. Used unchanged by the HTTP service and the trace replay tool, so it does
  * no I/O, takes time as an argument and randomness/clock as dependencies.
+ *
+ * Long file: half of it is the decision's and the match report's types, which callers
+ * (HTTP, gateway, replay) read here next to the code that fills them.
  */
 
 import { computeBlockKeys } from "./index/block-key.js";
@@ -49,6 +52,8 @@ export interface RouteRequest {
   /** Only workers serving this model (or any model) are candidates. */
   readonly model?: string;
   readonly overrides?: SchedulerOverrides;
+  /** Workers that may not be chosen (the gateway's open circuits, its last failed attempt). */
+  readonly exclude?: ReadonlySet<WorkerKey>;
 }
 
 /** Time spent per phase, in the clock's unit (ms). */
@@ -89,7 +94,8 @@ export type RouteErrorCode =
   | "no_workers"
   | "no_workers_for_model"
   | "duplicate_request_id"
-  | "invalid_overrides";
+  | "invalid_overrides"
+  | "all_excluded";
 
 export interface RouteError {
   readonly code: RouteErrorCode;
@@ -167,7 +173,22 @@ export class Router {
         t0,
       );
     }
-    const workers = d.registry.routable(req.model ?? null);
+    const routable = d.registry.routable(req.model ?? null);
+    const exclude = req.exclude;
+    const workers =
+      exclude === undefined || exclude.size === 0
+        ? routable
+        : routable.filter((w) => !exclude.has(w.key));
+    if (workers.length === 0 && routable.length > 0) {
+      return fail(
+        "all_excluded",
+        `all ${routable.length} routable worker(s) are excluded (open circuit or just failed)`,
+        t0,
+        t0,
+        t0,
+        t0,
+      );
+    }
     if (workers.length === 0) {
       return req.model !== undefined && d.registry.routable(null).length > 0
         ? fail(

@@ -25,13 +25,18 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   config: ["protocol", "scheduler", "util", "yaml"],
   fleet: ["config", "protocol", "index", "load", "ingest", "util"],
   telemetry: ["config", "protocol", "index", "load", "ingest", "util", "pino", "prom-client"],
+  tokenize: [],
+  gateway: [
+    ...["config", "protocol", "index", "load", "scheduler", "router.ts", "tokenize"],
+    ...["telemetry", "util", "prom-client"],
+  ],
   http: [
     ...["config", "fleet", "protocol", "index", "load", "scheduler", "router.ts", "ingest"],
-    ...["telemetry", "util", "fastify", "prom-client"],
+    ...["gateway", "telemetry", "util", "fastify", "prom-client"],
   ],
   service: [
     ...["config", "fleet", "protocol", "index", "load", "scheduler", "router.ts", "ingest"],
-    ...["transport", "telemetry", "http", "util", "yaml", "fastify", "prom-client"],
+    ...["transport", "telemetry", "http", "gateway", "util", "yaml", "fastify", "prom-client"],
   ],
   sim: ["protocol", "engine", "transport", "util", "fastify", "zeromq"],
   replay: ["protocol", "index", "load", "scheduler", "router.ts", "config", "sim", "util"],

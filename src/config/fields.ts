@@ -4,6 +4,7 @@
  * the validation all derive from this table, so adding a setting is one line.
  */
 
+import { GATEWAY_FIELDS } from "./gateway-fields.js";
 import { LOG_LEVELS } from "./types.js";
 
 export type FieldSpec =
@@ -22,6 +23,7 @@ export type FieldSpec =
       readonly doc: string;
     }
   | { readonly kind: "string"; readonly default: string; readonly doc: string }
+  | { readonly kind: "bool"; readonly default: boolean; readonly doc: string }
   | { readonly kind: "optional-string"; readonly default: null; readonly doc: string }
   | {
       readonly kind: "enum";
@@ -122,6 +124,7 @@ export const FIELDS = {
       doc: "give up on a replay request after this long",
     },
   },
+  gateway: GATEWAY_FIELDS,
   log: {
     level: { kind: "enum", values: LOG_LEVELS, default: "info", doc: "pino log level" },
   },

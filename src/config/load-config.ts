@@ -104,10 +104,15 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigOutcome {
   return { kind: "ok", config: result.config, file, check: args.check, warnings: env.warnings };
 }
 
-/** A copy safe to print or log: the auth token is masked. */
+/** A copy safe to print or log: the auth tokens and the worker API key are masked. */
 export function redactConfig(config: KvrouterConfig): KvrouterConfig {
   return {
     ...config,
     server: { ...config.server, authToken: config.server.authToken === null ? null : "***" },
+    gateway: {
+      ...config.gateway,
+      authToken: config.gateway.authToken === null ? null : "***",
+      workerApiKey: config.gateway.workerApiKey === null ? null : "***",
+    },
   };
 }

@@ -89,6 +89,10 @@ export function coerce(path: string, text: string): unknown {
     }
     case "optional-string":
       return text === "" ? null : text;
+    case "bool": {
+      const t = text.trim().toLowerCase();
+      return t === "true" || t === "1" ? true : t === "false" || t === "0" ? false : text;
+    }
     case "string":
     case "enum":
       return text;

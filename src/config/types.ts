@@ -82,6 +82,28 @@ export interface EventsConfig {
   readonly replayTimeoutMs: number;
 }
 
+/** The OpenAI-compatible endpoint (`src/gateway/`); fields documented in `gateway-fields.ts`. */
+export interface GatewayConfig {
+  readonly enabled: boolean;
+  readonly authToken: string | null;
+  readonly workerApiKey: string | null;
+  readonly connectTimeoutMs: number;
+  readonly firstByteTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxAttempts: number;
+  readonly retryBackoffMs: number;
+  readonly breakerFailures: number;
+  readonly breakerHalfOpenAfterMs: number;
+  readonly busyWaiting: number;
+  readonly busyKvUsage: number;
+  readonly busyPrefillTokens: number;
+  readonly queueSize: number;
+  readonly queueTimeoutMs: number;
+  readonly tokenizeTimeoutMs: number;
+  readonly predictionWarnRatio: number;
+  readonly predictionWarnIntervalMs: number;
+}
+
 export interface LogConfig {
   readonly level: LogLevel;
 }
@@ -94,6 +116,7 @@ export interface KvrouterConfig {
   readonly load: LoadConfig;
   readonly inFlight: InFlightConfig;
   readonly events: EventsConfig;
+  readonly gateway: GatewayConfig;
   readonly log: LogConfig;
   readonly workers: readonly WorkerConfig[];
 }

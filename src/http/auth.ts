@@ -15,7 +15,7 @@ const digest = (s: string) => createHash("sha256").update(s).digest();
  * `onRequest` runs before the body is parsed or validated, so an unauthenticated caller
  * gets a 401 and never learns the route's schema from a 400.
  */
-export function requireBearer(token: string | null) {
+export function requireBearer(token: string | null, key = "server.authToken") {
   const expected = token === null ? null : digest(token);
   return async (req: FastifyRequest): Promise<void> => {
     if (expected === null) return;
@@ -31,7 +31,7 @@ export function requireBearer(token: string | null) {
       throw new ApiError("unauthorized", "the Authorization header must be 'Bearer <token>'");
     }
     if (!timingSafeEqual(digest(m[1]!.trim()), expected)) {
-      throw new ApiError("unauthorized", "the bearer token is not the configured server.authToken");
+      throw new ApiError("unauthorized", `the bearer token is not the configured ${key}`);
     }
   };
 }

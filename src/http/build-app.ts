@@ -15,6 +15,7 @@ import { Registry } from "prom-client";
 import { createMetrics, type RouterMetrics } from "../telemetry/metrics.js";
 import type { AppDeps } from "./deps.js";
 import { installErrorHandling } from "./error-handler.js";
+import { registerGatewayRoutes } from "./gateway-routes.js";
 import { registerHealthRoutes } from "./health-routes.js";
 import { registerRequestRoutes } from "./request-routes.js";
 import { registerRouteRoutes } from "./route-routes.js";
@@ -67,6 +68,9 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   registerRouteRoutes(app, deps, metrics);
   registerRequestRoutes(app, deps);
   registerWorkerRoutes(app, deps);
+  if (deps.gateway !== undefined) {
+    registerGatewayRoutes(app, deps.gateway, deps.config.gateway.authToken);
+  }
   await app.ready();
   return { app, metricsRegistry, metrics };
 }

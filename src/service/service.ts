@@ -6,9 +6,11 @@
 
 import { performance } from "node:perf_hooks";
 import type { FastifyInstance } from "fastify";
-import type { Registry } from "prom-client";
+import { Registry } from "prom-client";
 import type { KvrouterConfig } from "../config/types.js";
 import { Fleet } from "../fleet/fleet.js";
+import { Gateway, type GatewayDeps } from "../gateway/gateway.js";
+import { workerTokenizers } from "../gateway/worker-tokenizers.js";
 import { buildApp } from "../http/build-app.js";
 import { RadixTreeIndex } from "../index/radix-tree.js";
 import type { PrefixIndex } from "../index/types.js";
@@ -76,7 +78,11 @@ export async function createService(
     rng: options.rng ?? Math.random,
     clock: () => performance.now(),
   });
-  const { app, metricsRegistry } = await buildApp({
+  const metricsRegistry = new Registry();
+  const gateway = config.gateway.enabled
+    ? newGateway(config, { router, registry, loads, inFlight, logger, metricsRegistry, nowMs })
+    : undefined;
+  const { app } = await buildApp({
     config,
     router,
     index,
@@ -87,6 +93,8 @@ export async function createService(
     streams: () => pool.states(),
     logger,
     nowMs,
+    metricsRegistry,
+    ...(gateway === undefined ? {} : { gateway }),
   });
   for (const w of config.workers) {
     const added = await fleet.add(w);
@@ -100,10 +108,36 @@ export async function createService(
   const close = () => {
     closing ??= (async () => {
       await app.close();
+      await gateway?.close();
       await scrapes.stop();
       await pool.close();
     })();
     return closing;
   };
   return { config, app, metricsRegistry, fleet, index, router, close };
+}
+
+/** Gateway mode, tokenizing through the workers' own `/tokenize` until a local tokenizer lands. */
+function newGateway(
+  config: KvrouterConfig,
+  d: Pick<
+    GatewayDeps,
+    "router" | "registry" | "loads" | "inFlight" | "metricsRegistry" | "nowMs"
+  > & { readonly logger: Logger },
+): Gateway {
+  let tokenizerFor: GatewayDeps["tokenizerFor"] = () => null;
+  const gateway = new Gateway({
+    ...d,
+    logger: d.logger.child({ component: "gateway" }),
+    config: config.gateway,
+    tokenizerFor: (model) => tokenizerFor(model),
+  });
+  tokenizerFor = workerTokenizers({
+    registry: d.registry,
+    agent: gateway.upstream.agent,
+    timeoutMs: config.gateway.tokenizeTimeoutMs,
+    authorization: () => gateway.workerAuthorization(undefined),
+    healthy: (workerId) => gateway.breakers.allows(workerId),
+  });
+  return gateway;
 }
