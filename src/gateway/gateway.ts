@@ -104,11 +104,11 @@ export class Gateway {
     this.breakers = new WorkerBreakers({
       failures: c.breakerFailures,
       halfOpenAfterMs: c.breakerHalfOpenAfterMs,
-      onChange: (worker, state) =>
-        (state === "closed" ? deps.logger.info : deps.logger.warn)(
-          { worker, circuit: state },
-          `circuit of worker ${worker} is ${state.replace("_", "-")}`,
-        ),
+      onChange: (worker, state) => {
+        const msg = `circuit of worker ${worker} is ${state.replace("_", "-")}`;
+        if (state === "closed") deps.logger.info({ worker, circuit: state }, msg);
+        else deps.logger.warn({ worker, circuit: state }, msg);
+      },
     });
     this.#gates = new WorkerGates({ ...deps, config: c, breakers: this.breakers });
     this.admission = new AdmissionQueue({ maxSize: c.queueSize, timeoutMs: c.queueTimeoutMs });
@@ -247,6 +247,7 @@ export class Gateway {
     const d = this.#d;
     const requestId = `gw-${randomUUID()}`;
     let lastWorker: string | null = null;
+    const tried = new Set<string>();
     let lastFailure: UpstreamFailure | null = null;
     let attempt = 0;
     const once = async () => {
@@ -254,25 +255,34 @@ export class Gateway {
       attempt++;
       if (attempt > 1) this.metrics.retries.inc();
       const nowMs = d.nowMs();
-      const exclude = new Set<WorkerKey>();
-      for (const w of d.registry.routable(req.model)) {
-        if (w.workerId === lastWorker || this.#gates.down(w, nowMs)) exclude.add(w.key);
+      // Workers this request already failed on are avoided while others remain; the
+      // last one never gets it twice in a row.
+      const route = (avoid: (workerId: string) => boolean) => {
+        const exclude = new Set<WorkerKey>();
+        for (const w of d.registry.routable(req.model)) {
+          if (avoid(w.workerId) || this.#gates.down(w, nowMs)) exclude.add(w.key);
+        }
+        return d.router.route(
+          {
+            tokenIds: tokens.ids,
+            requestId,
+            exclude,
+            ...(req.model === null ? {} : { model: req.model }),
+          },
+          nowMs,
+        );
+      };
+      let routed = route((id) => tried.has(id));
+      if (!routed.ok && routed.error.code === "all_excluded" && tried.size > 1) {
+        routed = route((id) => id === lastWorker);
       }
-      const routed = d.router.route(
-        {
-          tokenIds: tokens.ids,
-          requestId,
-          exclude,
-          ...(req.model === null ? {} : { model: req.model }),
-        },
-        nowMs,
-      );
       if (!routed.ok) {
         if (lastFailure !== null) throw this.#exhausted(lastFailure, attempt - 1);
         throw new GatewayError("no_worker_available", routed.error.message);
       }
       const decision = routed.decision;
       lastWorker = decision.workerId;
+      tried.add(decision.workerId);
       const url = `${decision.url.replace(/\/$/, "")}${PATHS[req.kind]}`;
       const headers = this.#forwardHeaders(call, decision);
       try {
