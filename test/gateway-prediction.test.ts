@@ -30,7 +30,8 @@ async function run(simBlockSize: number): Promise<{ gw: RunningGateway; metrics:
   const gw = await startGateway({ workers: [simEntry("m", s, { blockSize: 16 })] });
   cleanup.push(() => gw.close());
   for (let i = 0; i < 12; i++) {
-    const stream = i % 3 === 2;
+    // Non-streaming, streaming with usage asked, streaming without (the gateway asks).
+    const mode = i % 3;
     const res = await fetch(`${gw.url}/v1/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -38,7 +39,8 @@ async function run(simBlockSize: number): Promise<{ gw: RunningGateway; metrics:
         model: "sim-model",
         prompt: PROMPT,
         max_tokens: 2,
-        ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+        ...(mode === 1 ? { stream: true, stream_options: { include_usage: true } } : {}),
+        ...(mode === 2 ? { stream: true } : {}),
       }),
     });
     expect(res.status).toBe(200);

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SimWorkerHandle } from "../src/sim/sim-worker.js";
 import {
   inFlightTotal,
+  metricValue,
   plainEntry,
   type RunningGateway,
   type ScriptedWorker,
@@ -89,6 +90,23 @@ describe("gateway: answers pass through unchanged", () => {
     expect(normalise(via.text)).toBe(normalise(direct.text));
     expect(via.text.trimEnd().endsWith("data: [DONE]")).toBe(true);
     expect(await inFlightTotal(gw.url)).toBe(0);
+  });
+
+  it("a stream without include_usage: the client gets the same events, the check still runs", async () => {
+    const body = { model: "sim-model", prompt: PROMPT, max_tokens: 6, stream: true };
+    const checks = async () =>
+      metricValue(
+        await (await fetch(`${gw.url}/metrics`)).text(),
+        "kvrouter_gateway_prediction_error_tokens_count",
+      );
+    const before = await checks();
+    await post(`${sim.url}/v1/completions`, body);
+    const direct = await post(`${sim.url}/v1/completions`, body);
+    const via = await post(`${gw.url}/v1/completions`, body);
+    expect(via.res.status).toBe(200);
+    expect(direct.text).not.toContain('"usage"');
+    expect(normalise(via.text)).toBe(normalise(direct.text));
+    expect(await checks()).toBe(before + 1);
   });
 
   it("relays a worker's 4xx as it is (no retry: the worker is healthy)", async () => {
@@ -188,7 +206,8 @@ describe("gateway: headers to and from workers", () => {
       gateway: { workerApiKey: "engine-key" },
     });
     try {
-      const raw = '{"model":"m","prompt":[1,2,3],  "stream":true, "extra":{"x":[1]}}';
+      const raw =
+        '{"model":"m","prompt":[1,2,3],  "stream":true, "stream_options":{"include_usage":false}, "extra":{"x":[1]}}';
       const seen = new Set<string>();
       for (let i = 0; i < 8; i++) {
         const before = worker.requests.length;
@@ -205,6 +224,13 @@ describe("gateway: headers to and from workers", () => {
         expect(got.headers["x-request-id"]).toBe(r.res.headers.get("x-kvrouter-request-id"));
         seen.add(key);
       }
+      // A stream that did not ask for usage: only include_usage is spliced in (documented).
+      const bare = '{"model":"m","prompt":[1,2,3],"stream":true}';
+      const n = worker.requests.length;
+      expect((await post(`${gw.url}/v1/completions`, bare)).text).toBe(SSE.join(""));
+      expect(worker.requests[n]!.body).toBe(
+        '{"stream_options":{"include_usage":true},"model":"m","prompt":[1,2,3],"stream":true}',
+      );
       // Both ranks are candidates; with equal load the router spreads over them.
       expect(seen.size).toBe(2);
       const models = (await (await fetch(`${gw.url}/v1/models`)).json()) as {

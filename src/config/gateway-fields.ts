@@ -113,6 +113,11 @@ export const GATEWAY_FIELDS = {
     default: 2000,
     doc: "timeout of a worker /tokenize call (fallback tokenization); on failure the request is routed on load alone",
   },
+  streamUsage: {
+    kind: "bool",
+    default: true,
+    doc: "ask workers for the final usage chunk of streams whose client did not (for the prediction check) and remove it from what the client receives",
+  },
   predictionWarnRatio: {
     kind: "number",
     min: 0,

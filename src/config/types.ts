@@ -100,6 +100,7 @@ export interface GatewayConfig {
   readonly queueSize: number;
   readonly queueTimeoutMs: number;
   readonly tokenizeTimeoutMs: number;
+  readonly streamUsage: boolean;
   readonly predictionWarnRatio: number;
   readonly predictionWarnIntervalMs: number;
 }

@@ -36,6 +36,7 @@ import { PredictionCheck } from "./prediction-check.js";
 import { type PromptTokens, tokenizePrompt } from "./prompt-tokens.js";
 import { relay, responseHeaders } from "./relay.js";
 import { type GatewayKind, type GatewayRequest, parseGatewayRequest } from "./request-body.js";
+import { UsageChunkFilter, withIncludeUsage } from "./stream-usage.js";
 import { type UpstreamAnswer, UpstreamClient, UpstreamFailure } from "./upstream.js";
 import { UsageScanner } from "./usage-scan.js";
 import { WorkerGates } from "./worker-gates.js";
@@ -184,9 +185,9 @@ export class Gateway {
       const tokens = await tokenizePrompt(req, this.#d.tokenizerFor, this.metrics, this.#d.logger);
       if (call.signal.aborted) throw new ClientGoneError("client gone");
       await this.#admit(req.model, call.signal);
-      const { decision, answer } = await this.#attempts(call, req, tokens);
+      const { decision, answer, stripUsage } = await this.#attempts(call, req, tokens);
       this.metrics.firstByte.observe((performance.now() - t0) / 1000);
-      return this.#commit(label, tokens, decision, answer);
+      return this.#commit(label, tokens, decision, answer, stripUsage);
     } catch (err) {
       if (err instanceof ClientGoneError || call.signal.aborted) {
         outcome("aborted");
@@ -243,9 +244,10 @@ export class Gateway {
     call: GatewayCall,
     req: GatewayRequest,
     tokens: PromptTokens,
-  ): Promise<{ decision: RouteDecision; answer: UpstreamAnswer }> {
+  ): Promise<{ decision: RouteDecision; answer: UpstreamAnswer; stripUsage: boolean }> {
     const d = this.#d;
     const requestId = `gw-${randomUUID()}`;
+    const forward = this.#forwardBody(call, req);
     let lastWorker: string | null = null;
     const tried = new Set<string>();
     let lastFailure: UpstreamFailure | null = null;
@@ -292,13 +294,13 @@ export class Gateway {
           this.upstream.post(
             url,
             headers,
-            call.raw,
+            forward.body,
             { firstByteMs: this.#c.firstByteTimeoutMs, idleMs: this.#c.idleTimeoutMs },
             call.signal,
           ),
         );
         this.metrics.attempts.inc({ worker: decision.worker, result: "ok" });
-        return { decision, answer };
+        return { decision, answer, stripUsage: forward.stripUsage };
       } catch (err) {
         d.inFlight.done(requestId, d.nowMs());
         this.admission.notify();
@@ -330,6 +332,21 @@ export class Gateway {
     );
   }
 
+  /**
+   * The client's bytes, plus `stream_options.include_usage` on a stream that did not ask
+   * for usage (`gateway.streamUsage`): the prediction check needs the final usage chunk,
+   * which the relay then removes from the client's stream.
+   */
+  #forwardBody(call: GatewayCall, req: GatewayRequest): { body: Buffer; stripUsage: boolean } {
+    if (!this.#c.streamUsage || !req.stream || req.includeUsage) {
+      return { body: call.raw, stripUsage: false };
+    }
+    const added = withIncludeUsage(call.raw, call.body as Record<string, unknown>);
+    return added === null
+      ? { body: call.raw, stripUsage: false }
+      : { body: added, stripUsage: true };
+  }
+
   #forwardHeaders(call: GatewayCall, d: RouteDecision): Record<string, string> {
     const h: Record<string, string> = {
       "content-type": "application/json",
@@ -346,6 +363,7 @@ export class Gateway {
     tokens: PromptTokens,
     decision: RouteDecision,
     answer: UpstreamAnswer,
+    stripUsage: boolean,
   ): GatewayAnswer {
     const d = this.#d;
     const id = decision.requestId;
@@ -367,7 +385,9 @@ export class Gateway {
       relay: async (res) => {
         if (relayed) throw new Error("relay called twice");
         relayed = true;
-        const end = await relay(res, answer, headers, scanner);
+        const sse = typeof ct === "string" && ct.includes("text/event-stream");
+        const filter = stripUsage && sse ? new UsageChunkFilter() : null;
+        const end = await relay(res, answer, headers, scanner, filter);
         d.inFlight.done(id, d.nowMs());
         this.admission.notify();
         this.#relaying--;

@@ -40,12 +40,22 @@ export function responseHeaders(
   return Object.assign(out, extra);
 }
 
-/** Stream `answer` to `res`; resolves when it ended one way or another (never rejects). */
+/** Rewrites a byte stream on its way (e.g. dropping the usage chunk the client did not ask for). */
+export interface ChunkFilter {
+  push(chunk: Buffer): Buffer;
+  flush(): Buffer;
+}
+
+/**
+ * Stream `answer` to `res`; resolves when it ended one way or another (never rejects).
+ * `scanner` sees the worker's bytes, the client gets them through `filter` if any.
+ */
 export function relay(
   res: ServerResponse,
   answer: UpstreamAnswer,
   headers: Record<string, string | string[]>,
   scanner: UsageScanner | null,
+  filter: ChunkFilter | null = null,
 ): Promise<RelayEnd> {
   return new Promise((resolve) => {
     const body = answer.body;
@@ -67,7 +77,8 @@ export function relay(
     };
     const write = (chunk: Buffer) => {
       scanner?.push(chunk);
-      if (!res.write(chunk) && !draining) {
+      const out = filter === null ? chunk : filter.push(chunk);
+      if (out.length > 0 && !res.write(out) && !draining) {
         draining = true;
         body.pause();
         res.once("drain", onDrain);
@@ -75,6 +86,8 @@ export function relay(
     };
     const onData = (chunk: Buffer) => write(chunk);
     const onEnd = () => {
+      const rest = filter?.flush();
+      if (rest !== undefined && rest.length > 0) res.write(rest);
       res.end();
       finish({ kind: "complete" });
     };

@@ -6,6 +6,8 @@
  * `"usage"` are never parsed, so scanning costs one `indexOf` per event.
  */
 
+import { StringDecoder } from "node:string_decoder";
+
 /** Largest JSON answer kept to read its usage (bigger answers are relayed, not checked). */
 const MAX_JSON_BYTES = 4 * 1024 * 1024;
 
@@ -31,6 +33,7 @@ export class UsageScanner {
   #parts: Buffer[] = [];
   #bytes = 0;
   #tail = "";
+  readonly #decoder = new StringDecoder("utf8");
   #found: UsageFound | null = null;
 
   constructor(contentType: string | undefined) {
@@ -44,7 +47,7 @@ export class UsageScanner {
       else this.#parts = [];
       return;
     }
-    const text = this.#tail + chunk.toString("utf8");
+    const text = this.#tail + this.#decoder.write(chunk);
     let start = 0;
     for (let nl = text.indexOf("\n", start); nl >= 0; nl = text.indexOf("\n", start)) {
       this.#line(text.slice(start, nl));
