@@ -27,10 +27,20 @@ export interface BreakerFailure {
   readonly countsForBreaker: boolean;
 }
 
+/** An attempt that ended without telling anything about the worker (the client left). */
+export interface InconclusiveAttempt {
+  readonly inconclusive: true;
+}
+
 const counts = (err: unknown): boolean =>
   typeof err === "object" &&
   err !== null &&
   (err as Partial<BreakerFailure>).countsForBreaker === true;
+
+const inconclusive = (err: unknown): boolean =>
+  typeof err === "object" &&
+  err !== null &&
+  (err as Partial<InconclusiveAttempt>).inconclusive === true;
 
 export interface BreakerOptions {
   readonly failures: number;
@@ -73,10 +83,17 @@ export class WorkerBreakers {
   #entry(workerId: string): Entry {
     let e = this.#byId.get(workerId);
     if (e !== undefined) return e;
-    const policy = circuitBreaker(handleWhen(counts), {
-      halfOpenAfter: this.#opts.halfOpenAfterMs,
-      breaker: new ConsecutiveBreaker(this.#opts.failures),
-    });
+    // An inconclusive trial (the client left) must not close the circuit, which cockatiel
+    // does for any error it does not handle: during a trial it counts as a failure.
+    const policy: CircuitBreakerPolicy = circuitBreaker(
+      handleWhen(
+        (err) => counts(err) || (inconclusive(err) && policy.state === CircuitState.HalfOpen),
+      ),
+      {
+        halfOpenAfter: this.#opts.halfOpenAfterMs,
+        breaker: new ConsecutiveBreaker(this.#opts.failures),
+      },
+    );
     const entry: Entry = {
       policy,
       openedAtMs: null,

@@ -28,4 +28,6 @@ export class GatewayError extends Error {
 /** The client went away before an answer started: nothing is sent. */
 export class ClientGoneError extends Error {
   override readonly name = "ClientGoneError";
+  /** Says nothing about the worker (see `breakers.ts`). */
+  readonly inconclusive = true;
 }

@@ -370,12 +370,17 @@ export class Gateway {
     d.inFlight.firstToken(id, d.nowMs());
     this.admission.notify();
     this.#relaying++;
-    const headers = responseHeaders(answer.headers, {
+    const ct = answer.headers["content-type"];
+    const sse = typeof ct === "string" && ct.includes("text/event-stream");
+    const filtered = stripUsage && sse && answer.status === 200;
+    const upstreamHeaders = filtered
+      ? { ...answer.headers, "content-length": undefined }
+      : answer.headers;
+    const headers = responseHeaders(upstreamHeaders, {
       "x-kvrouter-worker": decision.worker,
       "x-kvrouter-cached-tokens": String(decision.cachedTokens),
       "x-kvrouter-request-id": id,
     });
-    const ct = answer.headers["content-type"];
     const scanner =
       answer.status === 200 ? new UsageScanner(typeof ct === "string" ? ct : undefined) : null;
     let relayed = false;
@@ -385,8 +390,8 @@ export class Gateway {
       relay: async (res) => {
         if (relayed) throw new Error("relay called twice");
         relayed = true;
-        const sse = typeof ct === "string" && ct.includes("text/event-stream");
-        const filter = stripUsage && sse ? new UsageChunkFilter() : null;
+        // The filtered body is shorter than the worker's: its content-length was dropped.
+        const filter = filtered ? new UsageChunkFilter() : null;
         const end = await relay(res, answer, headers, scanner, filter);
         d.inFlight.done(id, d.nowMs());
         this.admission.notify();
