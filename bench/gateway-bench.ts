@@ -17,7 +17,7 @@
  * tokenizer's own benchmark (src/tokenize/, another branch), so its fields are null here.
  * The simulated worker prefills at 10^9 tokens/s so its time is not the figure.
  *
- *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5]
+ *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192]
  */
 
 import { readFileSync } from "node:fs";
@@ -35,6 +35,7 @@ const CPU_REQUESTS = arg("cpu-requests", 300);
 const CPU_REQUESTS_100K = arg("cpu-requests-100k", 30);
 const CONCURRENCY = arg("concurrency", 16);
 const DURATION_S = arg("duration", 5);
+const PROMPT_TOKENS = arg("prompt-tokens", 8192);
 const MAX_TOKENS = 4;
 
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
@@ -120,7 +121,7 @@ async function main(): Promise<void> {
     const gateway = fleet.routerUrl;
     process.stderr.write(`gateway ${gateway} (pid ${fleet.routerPid}), worker ${worker}\n`);
     for (let i = 0; i < 50; i++) {
-      const p = body(prompt(8192));
+      const p = body(prompt(PROMPT_TOKENS));
       await complete(worker, p);
       await complete(gateway, p);
     }
@@ -128,7 +129,7 @@ async function main(): Promise<void> {
     const direct: number[] = [];
     const via: number[] = [];
     for (let i = 0; i < PAIRS; i++) {
-      const p = body(prompt(8192));
+      const p = body(prompt(PROMPT_TOKENS));
       if (i % 2 === 0) {
         direct.push(await complete(worker, p));
         via.push(await complete(gateway, p));
@@ -146,15 +147,15 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 300));
       return ((cpuSeconds(fleet.routerPid) - before) * 1000) / count;
     };
-    const cpu8k = await cpuRun(8192, CPU_REQUESTS);
+    const cpu8k = await cpuRun(PROMPT_TOKENS, CPU_REQUESTS);
     const cpu100k = await cpuRun(100_000, CPU_REQUESTS_100K);
 
-    const gatewayRps = await closedLoop(gateway, DURATION_S, 8192);
-    const directRps = await closedLoop(worker, DURATION_S, 8192);
+    const gatewayRps = await closedLoop(gateway, DURATION_S, PROMPT_TOKENS);
+    const directRps = await closedLoop(worker, DURATION_S, PROMPT_TOKENS);
 
     const out = {
       bench: "gateway",
-      prompt: "8192 token ids, streaming, max_tokens 4",
+      prompt: `${PROMPT_TOKENS} token ids, streaming, max_tokens ${MAX_TOKENS}`,
       pairs: PAIRS,
       direct_first_byte_p50_ms: r3(pct(direct, 0.5)),
       direct_first_byte_p99_ms: r3(pct(direct, 0.99)),
@@ -174,11 +175,11 @@ async function main(): Promise<void> {
     };
     process.stdout.write(
       [
-        `first byte, 8k-token prompt (ms)   p50      p99`,
+        `first byte, ${PROMPT_TOKENS}-token prompt (ms) p50      p99`,
         `  direct to the worker          ${out.direct_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.direct_first_byte_p99_ms.toFixed(3).padStart(7)}`,
         `  through the gateway           ${out.gateway_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_first_byte_p99_ms.toFixed(3).padStart(7)}`,
         `  added                         ${out.added_p50_ms.toFixed(3).padStart(7)}  ${out.added_p99_ms.toFixed(3).padStart(7)}`,
-        `gateway CPU per request: ${out.cpu_ms_per_request_8k} ms (8k tokens), ${out.cpu_ms_per_request_100k} ms (100k tokens)`,
+        `gateway CPU per request: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k tokens)`,
         `closed loop, ${CONCURRENCY} clients: ${out.gateway_rps} req/s through the gateway, ${out.direct_rps} req/s direct`,
         `load average (1 min): ${out.loadavg_1m}`,
         JSON.stringify(out),

@@ -242,6 +242,37 @@ describe("gateway: headers to and from workers", () => {
     }
   });
 
+  it("tokenization that fails routes on load alone, counted, and still serves", async () => {
+    // This worker answers /tokenize with an event stream: not the token list expected.
+    const gw = await startGateway({ workers: [plainEntry("w", worker.url, { model: null })] });
+    try {
+      const r = await post(`${gw.url}/v1/completions`, { model: "m", prompt: "hello" });
+      expect(r.res.status).toBe(200);
+      expect(r.res.headers.get("x-kvrouter-cached-tokens")).toBe("0");
+      const m = await (await fetch(`${gw.url}/metrics`)).text();
+      expect(metricValue(m, "kvrouter_gateway_tokenize_failures_total", { reason: "error" })).toBe(
+        1,
+      );
+      expect(await inFlightTotal(gw.url)).toBe(0);
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it("gateway.enabled false: the decision API only", async () => {
+    const gw = await startGateway({
+      workers: [plainEntry("w", worker.url)],
+      gateway: { enabled: false },
+    });
+    try {
+      const r = await post(`${gw.url}/v1/completions`, { prompt: [1] });
+      expect(r.res.status).toBe(404);
+      expect((await fetch(`${gw.url}/v1/workers`)).status).toBe(200);
+    } finally {
+      await gw.close();
+    }
+  });
+
   it("client bearer auth on the OpenAI routes; the client's token is not forwarded", async () => {
     const gw = await startGateway({
       workers: [plainEntry("w", worker.url)],
