@@ -3,9 +3,11 @@
  * child processes on loopback, driven from this process over keep-alive connections.
  *
  * 1. Added latency to the first byte: streaming completions with 8k-token prompts,
- *    sequential, each prompt sent once to the worker directly and once through the
- *    gateway, the order alternating pair by pair (both see the same machine). Reported:
- *    p50/p99 of each path's time to first body byte and their differences.
+ *    sequential, each prompt sent to the worker directly, through the gateway, and
+ *    through a floor proxy (`gateway-floor-proxy.ts`: forward and stream back, nothing
+ *    else), the order rotating request by request (all see the same machine). Reported:
+ *    p50/p99 of each path's time to first body byte, and the gateway's and the floor's
+ *    differences to direct.
  * 2. Gateway CPU per request: the gateway process's own CPU time (utime + stime from
  *    /proc, whole process: parsing, routing, relaying, ingesting the worker's KV events,
  *    scraping) over a gateway-only sequential run, per request; for 8k- and 100k-token
@@ -20,8 +22,10 @@
  *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192]
  */
 
+import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
+import { createInterface } from "node:readline";
 import { Agent, request } from "undici";
 import { ChildGroup } from "../src/demo/child-group.js";
 import { launchFleet } from "../src/demo/demo-fleet.js";
@@ -104,6 +108,7 @@ async function closedLoop(base: string, seconds: number, n: number): Promise<num
 
 async function main(): Promise<void> {
   const group = new ChildGroup();
+  let stopFloor = () => {};
   const fleet = await launchFleet(
     group,
     1,
@@ -126,18 +131,34 @@ async function main(): Promise<void> {
       await complete(gateway, p);
     }
 
-    const direct: number[] = [];
-    const via: number[] = [];
+    const floorProc = spawn(
+      process.execPath,
+      [...process.execArgv, new URL("./gateway-floor-proxy.ts", import.meta.url).pathname, worker],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const floorPort = await new Promise<number>((resolve, reject) => {
+      floorProc.once("error", reject);
+      createInterface({ input: floorProc.stdout! }).once("line", (l) =>
+        resolve((JSON.parse(l) as { port: number }).port),
+      );
+    });
+    const floor = `http://127.0.0.1:${floorPort}`;
+    stopFloor = () => floorProc.kill("SIGTERM");
+    for (let i = 0; i < 50; i++) await complete(floor, body(prompt(PROMPT_TOKENS)));
+
+    const paths = [worker, gateway, floor];
+    const times: number[][] = [[], [], []];
     for (let i = 0; i < PAIRS; i++) {
       const p = body(prompt(PROMPT_TOKENS));
-      if (i % 2 === 0) {
-        direct.push(await complete(worker, p));
-        via.push(await complete(gateway, p));
-      } else {
-        via.push(await complete(gateway, p));
-        direct.push(await complete(worker, p));
+      for (let k = 0; k < 3; k++) {
+        const j = (i + k) % 3;
+        times[j]!.push(await complete(paths[j]!, p));
       }
     }
+    const [direct, via, viaFloor] = times as [number[], number[], number[]];
+    const floorCpuBefore = cpuSeconds(floorProc.pid!);
+    for (let i = 0; i < CPU_REQUESTS; i++) await complete(floor, body(prompt(PROMPT_TOKENS)));
+    const floorCpu = ((cpuSeconds(floorProc.pid!) - floorCpuBefore) * 1000) / CPU_REQUESTS;
 
     const cpuRun = async (n: number, count: number) => {
       const payloads = Array.from({ length: count }, () => body(prompt(n)));
@@ -163,6 +184,11 @@ async function main(): Promise<void> {
       gateway_first_byte_p99_ms: r3(pct(via, 0.99)),
       added_p50_ms: r3(pct(via, 0.5) - pct(direct, 0.5)),
       added_p99_ms: r3(pct(via, 0.99) - pct(direct, 0.99)),
+      floor_first_byte_p50_ms: r3(pct(viaFloor, 0.5)),
+      floor_first_byte_p99_ms: r3(pct(viaFloor, 0.99)),
+      floor_added_p50_ms: r3(pct(viaFloor, 0.5) - pct(direct, 0.5)),
+      floor_added_p99_ms: r3(pct(viaFloor, 0.99) - pct(direct, 0.99)),
+      floor_cpu_ms_per_request: r3(floorCpu),
       tokenize_p99_ms: null,
       tokenize_cold_p99_ms: null,
       tokenize_only_rps: null,
@@ -179,7 +205,9 @@ async function main(): Promise<void> {
         `  direct to the worker          ${out.direct_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.direct_first_byte_p99_ms.toFixed(3).padStart(7)}`,
         `  through the gateway           ${out.gateway_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_first_byte_p99_ms.toFixed(3).padStart(7)}`,
         `  added                         ${out.added_p50_ms.toFixed(3).padStart(7)}  ${out.added_p99_ms.toFixed(3).padStart(7)}`,
-        `gateway CPU per request: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k tokens)`,
+        `  through the floor proxy       ${out.floor_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.floor_first_byte_p99_ms.toFixed(3).padStart(7)}`,
+        `  added by the floor            ${out.floor_added_p50_ms.toFixed(3).padStart(7)}  ${out.floor_added_p99_ms.toFixed(3).padStart(7)}`,
+        `gateway CPU per request: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k tokens); floor proxy ${out.floor_cpu_ms_per_request} ms`,
         `closed loop, ${CONCURRENCY} clients: ${out.gateway_rps} req/s through the gateway, ${out.direct_rps} req/s direct`,
         `load average (1 min): ${out.loadavg_1m}`,
         JSON.stringify(out),
@@ -187,6 +215,7 @@ async function main(): Promise<void> {
       ].join("\n"),
     );
   } finally {
+    stopFloor();
     await fleet.cleanup();
     await group.stopAll();
     await agent.close();
