@@ -228,6 +228,27 @@ describe("gateway: client disconnects", () => {
     expect(metricValue(m, "kvrouter_gateway_requests_total", { outcome: "aborted" })).toBe(1);
   });
 
+  it("aborting before the first byte (non-streaming) cancels the upstream request too", async () => {
+    const s = await sim(["--decode-ms-per-token", "20"]);
+    const gw = await gateway({ workers: [simEntry("s", s)] });
+    const ac = new AbortController();
+    const pending = fetch(`${gw.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ...BODY, max_tokens: 1000 }),
+      signal: ac.signal,
+    }).catch((err: unknown) => err);
+    await until("the engine runs it", () => s.engine.counters().running === 1);
+    ac.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    await until("the engine aborted the request", () => s.engine.counters().aborted === 1);
+    await until("no request in flight", async () => (await inFlightTotal(gw.url)) === 0);
+    const m = await metrics(gw.url);
+    expect(metricValue(m, "kvrouter_gateway_requests_total", { outcome: "aborted" })).toBe(1);
+    // The client leaving says nothing about the worker.
+    expect(metricValue(m, "kvrouter_gateway_circuit_state", { worker: "s" })).toBe(0);
+  });
+
   it("a worker that dies mid-stream: the client's stream is cut, nothing stays in flight", async () => {
     const dying = await scripted((_r, res) => {
       res.writeHead(200, { "content-type": "text/event-stream" });
