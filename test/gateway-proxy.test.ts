@@ -259,6 +259,34 @@ describe("gateway: headers to and from workers", () => {
     }
   });
 
+  it("an engine that counts another prompt length is flagged (tokenizer mismatch)", async () => {
+    const lying = await startScripted((_r, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          choices: [],
+          usage: { prompt_tokens: 4, prompt_tokens_details: { cached_tokens: 0 } },
+        }),
+      );
+    });
+    const gw = await startGateway({ workers: [plainEntry("w", lying.url)] });
+    try {
+      const count = async () =>
+        metricValue(
+          await (await fetch(`${gw.url}/metrics`)).text(),
+          "kvrouter_gateway_prompt_length_mismatches_total",
+          { worker: "w#0" },
+        );
+      await post(`${gw.url}/v1/completions`, { prompt: [1, 2, 3, 4] });
+      expect(await count()).toBe(0);
+      await post(`${gw.url}/v1/completions`, { prompt: [1, 2, 3] });
+      expect(await count()).toBe(1);
+    } finally {
+      await gw.close();
+      await lying.close();
+    }
+  });
+
   it("gateway.enabled false: the decision API only", async () => {
     const gw = await startGateway({
       workers: [plainEntry("w", worker.url)],

@@ -34,6 +34,7 @@ export class GatewayMetrics {
   readonly predictionChecks: Counter<"worker" | "outcome">;
   readonly predictionWarnings: Counter<"worker">;
   readonly upstreamAborts: Counter<"reason">;
+  readonly promptLengthMismatches: Counter<"worker">;
 
   constructor(registry: Registry, sources: GatewayGaugeSources) {
     const registers = [registry];
@@ -100,6 +101,12 @@ export class GatewayMetrics {
     this.predictionWarnings = new Counter({
       name: "kvrouter_gateway_prediction_warnings_total",
       help: "Warnings logged because a worker's predictions were consistently wrong",
+      labelNames: ["worker"],
+      registers,
+    });
+    this.promptLengthMismatches = new Counter({
+      name: "kvrouter_gateway_prompt_length_mismatches_total",
+      help: "Answers whose usage.prompt_tokens differs from the token count the router keyed (tokenizer or chat template not the engine's)",
       labelNames: ["worker"],
       registers,
     });

@@ -415,6 +415,11 @@ export class Gateway {
         }
         if (end.kind !== "complete" || scanner === null || !tokens.real) return;
         const usage = scanner.result();
+        // The engine counted a different prompt: the ids the router keyed are not the
+        // engine's (tokenizer, chat template, special tokens), so no block can match.
+        if (usage?.promptTokens != null && usage.promptTokens !== decision.promptTokens) {
+          this.metrics.promptLengthMismatches.inc({ worker: decision.worker });
+        }
         if (usage?.cachedTokens == null) return;
         this.#prediction.record({
           worker: decision.worker,
