@@ -150,7 +150,8 @@ describe("gateway: per-worker circuit breaker", () => {
     const b = await sim();
     const gw = await gateway({
       workers: [plainEntry("a", `http://127.0.0.1:${port}`), simEntry("b", b)],
-      gateway: { breakerFailures: 2, breakerHalfOpenAfterMs: 300, retryBackoffMs: 1 },
+      // Long enough that the checks of the open state finish first on a loaded machine.
+      gateway: { breakerFailures: 2, breakerHalfOpenAfterMs: 1500, retryBackoffMs: 1 },
     });
     await pushLoad(gw.url, "b", 30);
     const attemptsOnA = async () =>
@@ -183,7 +184,7 @@ describe("gateway: per-worker circuit breaker", () => {
         res.end(OK_JSON);
       });
     }, port);
-    await new Promise((r) => setTimeout(r, 350));
+    await new Promise((r) => setTimeout(r, 1600));
     const trial = post(gw.url);
     await until("half-open", async () => (await circuitOf(gw.url, "a")) === "half_open");
     // While the trial runs, nobody else is routed to a.
