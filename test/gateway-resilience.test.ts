@@ -109,7 +109,7 @@ describe("gateway: retries before the first byte", () => {
     const b = await sim();
     const gw = await gateway({
       workers: [plainEntry("a", failing.url), plainEntry("s", silent.url), simEntry("b", b)],
-      gateway: { firstByteTimeoutMs: 300, retryBackoffMs: 1 },
+      gateway: { firstByteTimeoutMs: 1000, retryBackoffMs: 1 },
     });
     await pushLoad(gw.url, "b", 30);
     await pushLoad(gw.url, "s", 10);
@@ -281,7 +281,7 @@ describe("gateway: admission under overload", () => {
     });
     const gw = await gateway({
       workers: [plainEntry("w", w.url)],
-      gateway: { busyWaiting: 2, queueSize: 1, queueTimeoutMs: 400 },
+      gateway: { busyWaiting: 2, queueSize: 1, queueTimeoutMs: 1500 },
     });
     await pushLoad(gw.url, "w", 5);
     const queued = post(gw.url);

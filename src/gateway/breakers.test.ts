@@ -13,7 +13,7 @@ describe("WorkerBreakers", () => {
     const changes: string[] = [];
     const b = new WorkerBreakers({
       failures: 2,
-      halfOpenAfterMs: 30,
+      halfOpenAfterMs: 250,
       onChange: (w, s) => changes.push(`${w}:${s}`),
     });
     await expect(b.execute("a", refused)).rejects.toThrow("refused");
@@ -25,7 +25,7 @@ describe("WorkerBreakers", () => {
     expect(b.view("a")).toMatchObject({ state: "open", consecutive_failures: 2, opens: 1 });
     expect(b.allows("a")).toBe(false);
     expect(b.allows("b")).toBe(true);
-    await sleep(40);
+    await sleep(300);
     expect(b.allows("a")).toBe(true);
     let release: () => void = () => {};
     const trial = b.execute("a", () => new Promise<string>((r) => (release = () => r("ok"))));
