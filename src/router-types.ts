@@ -46,6 +46,8 @@ export interface RouteRequest {
   /** Only workers serving this model (or any model) are candidates. */
   readonly model?: string;
   readonly overrides?: SchedulerOverrides;
+  /** Workers that may not be chosen (the gateway's open circuits, its last failed attempt). */
+  readonly exclude?: ReadonlySet<WorkerKey>;
 }
 
 /** Time spent per phase, in the clock's unit (ms). */
@@ -86,7 +88,8 @@ export type RouteErrorCode =
   | "no_workers"
   | "no_workers_for_model"
   | "duplicate_request_id"
-  | "invalid_overrides";
+  | "invalid_overrides"
+  | "all_excluded";
 
 export interface RouteError {
   readonly code: RouteErrorCode;

@@ -135,6 +135,20 @@ describe("Router.route", () => {
     expect(inFlight.totals(a).activeRequests).toBe(0);
   });
 
+  it("never chooses an excluded worker, even the one holding the prefix", () => {
+    const { index, router, inFlight, add } = setup();
+    const a = add("a");
+    const b = add("b");
+    index.hold(b, prompt(24));
+    const r = router.route({ tokenIds: prompt(40), exclude: new Set([b]) }, 100);
+    if (!r.ok) throw new Error(r.error.message);
+    expect(r.decision.worker).toBe(a);
+    expect(r.decision.candidates.map((c) => c.worker)).toEqual([a]);
+    const none = router.route({ tokenIds: prompt(40), exclude: new Set([a, b]) }, 100);
+    expect(none.ok ? null : none.error.code).toBe("all_excluded");
+    expect(inFlight.size).toBe(1);
+  });
+
   it("spreads identical cold requests using the in-flight predictions", () => {
     const { router, inFlight, add } = setup();
     const a = add("a");

@@ -89,7 +89,22 @@ export class Router {
         t0,
       );
     }
-    const workers = d.registry.routable(req.model ?? null);
+    const routable = d.registry.routable(req.model ?? null);
+    const exclude = req.exclude;
+    const workers =
+      exclude === undefined || exclude.size === 0
+        ? routable
+        : routable.filter((w) => !exclude.has(w.key));
+    if (workers.length === 0 && routable.length > 0) {
+      return fail(
+        "all_excluded",
+        `all ${routable.length} routable worker(s) are excluded (open circuit or just failed)`,
+        t0,
+        t0,
+        t0,
+        t0,
+      );
+    }
     if (workers.length === 0) {
       return req.model !== undefined && d.registry.routable(null).length > 0
         ? fail(

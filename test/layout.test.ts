@@ -30,14 +30,18 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     ...["config", "protocol", "index", "load", "ingest", "replicas", "util"],
     ...["pino", "prom-client"],
   ],
+  gateway: [
+    ...["config", "protocol", "index", "load", "scheduler", "router.ts", "tokenize"],
+    ...["telemetry", "util", "prom-client"],
+  ],
   http: [
     ...["config", "fleet", "protocol", "index", "load", "scheduler", "router.ts", "ingest"],
-    ...["replicas", "telemetry", "util", "fastify", "prom-client"],
+    ...["replicas", "gateway", "telemetry", "util", "fastify", "prom-client"],
   ],
   service: [
     ...["config", "fleet", "protocol", "index", "load", "scheduler", "router.ts", "ingest"],
-    ...["transport", "replicas", "telemetry", "http", "util", "lifetime.ts"],
-    ...["yaml", "fastify", "prom-client"],
+    ...["transport", "replicas", "telemetry", "http", "gateway", "tokenize", "util"],
+    ...["lifetime.ts", "yaml", "fastify", "prom-client"],
   ],
   tokenize: ["util"],
   sim: ["protocol", "engine", "transport", "tokenize", "util", "lifetime.ts", "fastify", "zeromq"],

@@ -38,6 +38,13 @@ describe("config validation names the key and the bad value", () => {
       "load:\n  scrapeIntervalMs: 100\n  scrapeTimeoutMs: 200\n",
       "load.scrapeTimeoutMs: must not exceed load.scrapeIntervalMs (100), got 200",
     ],
+    ["gateway:\n  enabled: yes\n", 'gateway.enabled: must be true or false, got "yes"'],
+    ["gateway:\n  maxAttempts: 0\n", "gateway.maxAttempts: must be an integer in [1, 10], got 0"],
+    [
+      "gateway:\n  busyKvUsage: -0.5\n",
+      "gateway.busyKvUsage: must be a number in [0, 10], got -0.5",
+    ],
+    ["gateway:\n  retries: 2\n", "gateway.retries: unknown key"],
     ["server: 8080\n", "server: must be a mapping, got 8080"],
     ["sever:\n  port: 1\n", "sever: unknown key; did you mean `server`?"],
     ["server:\n  prot: 1\n", "server.prot: unknown key; did you mean `port`?"],

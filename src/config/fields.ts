@@ -4,6 +4,7 @@
  * the validation all derive from this table, so adding a setting is one line.
  */
 
+import { GATEWAY_FIELDS } from "./gateway-fields.js";
 import { LOG_LEVELS, ON_ALL_STALE } from "./types.js";
 
 export type FieldSpec =
@@ -240,6 +241,7 @@ export const FIELDS = {
       doc: "Redis writes outstanding at once; above it changes wait and go out as one batch",
     },
   },
+  gateway: GATEWAY_FIELDS,
   log: {
     level: { kind: "enum", values: LOG_LEVELS, default: "info", doc: "pino log level" },
   },

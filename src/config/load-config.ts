@@ -104,7 +104,7 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigOutcome {
   return { kind: "ok", config: result.config, file, check: args.check, warnings: env.warnings };
 }
 
-/** A copy safe to print or log: the tokens are masked. */
+/** A copy safe to print or log: the tokens and the worker API key are masked. */
 export function redactConfig(config: KvrouterConfig): KvrouterConfig {
   const mask = (t: string | null) => (t === null ? null : "***");
   return {
@@ -113,6 +113,11 @@ export function redactConfig(config: KvrouterConfig): KvrouterConfig {
       ...config.server,
       authToken: mask(config.server.authToken),
       decisionToken: mask(config.server.decisionToken),
+    },
+    gateway: {
+      ...config.gateway,
+      authToken: mask(config.gateway.authToken),
+      workerApiKey: mask(config.gateway.workerApiKey),
     },
   };
 }

@@ -91,7 +91,7 @@ export function coerce(path: string, text: string): unknown {
       return text === "" ? null : text;
     case "bool": {
       const t = text.trim().toLowerCase();
-      return t === "true" ? true : t === "false" ? false : text;
+      return t === "true" || t === "1" ? true : t === "false" || t === "0" ? false : text;
     }
     case "string":
     case "enum":

@@ -122,6 +122,29 @@ export interface ReplicasConfig {
   readonly maxPendingFlushes: number;
 }
 
+/** The OpenAI-compatible endpoint (`src/gateway/`); fields documented in `gateway-fields.ts`. */
+export interface GatewayConfig {
+  readonly enabled: boolean;
+  readonly authToken: string | null;
+  readonly workerApiKey: string | null;
+  readonly connectTimeoutMs: number;
+  readonly firstByteTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxAttempts: number;
+  readonly retryBackoffMs: number;
+  readonly breakerFailures: number;
+  readonly breakerHalfOpenAfterMs: number;
+  readonly busyWaiting: number;
+  readonly busyKvUsage: number;
+  readonly busyPrefillTokens: number;
+  readonly queueSize: number;
+  readonly queueTimeoutMs: number;
+  readonly tokenizeTimeoutMs: number;
+  readonly streamUsage: boolean;
+  readonly predictionWarnRatio: number;
+  readonly predictionWarnIntervalMs: number;
+}
+
 export interface LogConfig {
   readonly level: LogLevel;
 }
@@ -135,6 +158,7 @@ export interface KvrouterConfig {
   readonly inFlight: InFlightConfig;
   readonly events: EventsConfig;
   readonly replicas: ReplicasConfig;
+  readonly gateway: GatewayConfig;
   readonly log: LogConfig;
   readonly workers: readonly WorkerConfig[];
 }

@@ -36,6 +36,9 @@ export function checkField(
       }
       return { ok: true, value };
     }
+    case "bool":
+      if (typeof value !== "boolean") return { ok: false, message: "must be true or false" };
+      return { ok: true, value };
     case "string":
       if (typeof value !== "string") return { ok: false, message: "must be a string" };
       return { ok: true, value };

@@ -15,7 +15,12 @@ import { ChildGroup } from "./child-group.js";
 import { type DemoFleet, type DemoWorker, launchFleet } from "./demo-fleet.js";
 import { DEMO_USAGE, type DemoOptions, DemoUsageError, parseDemoArgs } from "./demo-options.js";
 import { type PhaseResult, type Policy, runPhase } from "./run-phase.js";
-import { formatComparison, summarise } from "./summary.js";
+import {
+  formatComparison,
+  formatPredictionCheck,
+  predictionCheckOf,
+  summarise,
+} from "./summary.js";
 import { generateWorkload, type Workload } from "./workload.js";
 
 const RESET_TIMEOUT_MS = 10_000;
@@ -70,6 +75,7 @@ async function stay(opts: DemoOptions, group: ChildGroup, signal: AbortSignal): 
       `kvrouter is routing for ${opts.workers} simulated vLLM workers:\n` +
         `  router   ${fleet.routerUrl}  (pid ${fleet.routerPid})\n${lines.join("\n")}\n\n` +
         `try:  curl -s ${fleet.routerUrl}/v1/workers\n` +
+        `      curl -s ${fleet.routerUrl}/v1/completions -H 'content-type: application/json' -d '{"model":"sim-model","prompt":"Hello","max_tokens":8}'\n` +
         `      curl -s ${fleet.routerUrl}/v1/route -H 'content-type: application/json' -d '{"token_ids":[1,2,3]}'\n` +
         "Ctrl-C stops everything.\n",
     );
@@ -99,10 +105,14 @@ async function runDemo(opts: DemoOptions, group: ChildGroup, signal: AbortSignal
       results[policy] = await runPhase(policy, workload, fleet, tokenizer, signal);
       progress(`${policy}: done in ${(results[policy].wallMs / 1000).toFixed(1)} s`);
     }
+    const metrics = await (await fetch(`${fleet.routerUrl}/metrics`, { signal })).text();
+    const prediction = predictionCheckOf(metrics);
     const ids = fleet.workers.map((w) => w.id);
     const kv = summarise(results.kv, ids);
     const rr = summarise(results["round-robin"], ids);
-    process.stdout.write(`\n${describe(opts, workload)}\n\n${formatComparison(kv, rr)}\n`);
+    process.stdout.write(
+      `\n${describe(opts, workload)}\n\n${formatComparison(kv, rr)}\n${formatPredictionCheck(prediction)}\n`,
+    );
     const errors = [...results.kv.errors, ...results["round-robin"].errors];
     for (const e of errors.slice(0, 10)) process.stderr.write(`demo: request failed: ${e}\n`);
     if (opts.json) {
@@ -115,6 +125,7 @@ async function runDemo(opts: DemoOptions, group: ChildGroup, signal: AbortSignal
         pids,
         kv,
         roundRobin: rr,
+        predictionCheck: prediction,
       };
       process.stdout.write(`${JSON.stringify(out)}\n`);
     }

@@ -1,14 +1,15 @@
 /**
- * Runs the workload once under one routing policy, the way a gateway in front of the
- * workers would: every conversation is a closed loop (send a turn, read the streamed reply,
- * think, send the next), all conversations concurrently on the workload's schedule.
+ * Runs the workload once under one routing policy: every conversation is a closed loop
+ * (send a turn, read the streamed reply, think, send the next), all conversations
+ * concurrently on the workload's schedule.
  *
- * - `kv`: ask the router (`POST /v1/route`), send to the worker it chose, report
- *   `first-token` and `done` back so its in-flight load stays right.
- * - `round-robin`: the next worker in turn, no router involved.
+ * - `kv`: stream `POST /v1/completions` to kvrouter's gateway, like any OpenAI client; the
+ *   gateway routes, forwards and records the request's lifecycle itself. The chosen
+ *   worker and the router's prediction come back in `x-kvrouter-*` headers.
+ * - `round-robin`: straight to the next worker in turn, no router involved.
  *
  * Time to first token is measured on the client from the moment the request is ready to
- * go, so for `kv` it includes the routing call.
+ * go, so for `kv` it includes everything the gateway does.
  */
 
 import { setTimeout as sleep } from "node:timers/promises";
@@ -44,58 +45,13 @@ export interface PhaseResult {
   readonly wallMs: number;
 }
 
-interface Choice {
-  readonly worker: DemoWorker;
-  readonly predicted: number | null;
-}
-
-interface Chooser {
-  choose(prompt: readonly number[], requestId: string, signal: AbortSignal): Promise<Choice>;
-  /** Report a lifecycle event to the router (kv) or nothing (round-robin); never rejects. */
-  report(requestId: string, event: "first-token" | "done"): Promise<void>;
-}
-
-function roundRobin(workers: readonly DemoWorker[]): Chooser {
+/** Where the next request goes: the gateway (kv) or the next worker (round-robin). */
+function target(policy: Policy, t: PhaseTarget): () => { url: string; worker: string | null } {
   let next = 0;
-  return {
-    choose: async () => ({ worker: workers[next++ % workers.length]!, predicted: null }),
-    report: async () => {},
-  };
-}
-
-function kvRouter(routerUrl: string, workers: readonly DemoWorker[], errors: string[]): Chooser {
-  const byId = new Map(workers.map((w) => [w.id, w]));
-  return {
-    async choose(prompt, requestId, signal) {
-      const res = await fetch(`${routerUrl}/v1/route`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ token_ids: prompt, model: "sim-model", request_id: requestId }),
-        signal,
-      });
-      const body = (await res.json()) as {
-        worker?: { id?: string };
-        cached_tokens?: number;
-        error?: unknown;
-      };
-      const worker = byId.get(body.worker?.id ?? "");
-      if (!res.ok || worker === undefined) {
-        throw new Error(`POST /v1/route: HTTP ${res.status} ${JSON.stringify(body)}`);
-      }
-      return { worker, predicted: body.cached_tokens ?? 0 };
-    },
-    report(requestId, event) {
-      return fetch(`${routerUrl}/v1/requests/${encodeURIComponent(requestId)}/${event}`, {
-        method: "POST",
-      }).then(
-        async (res) => {
-          if (!res.ok) errors.push(`${event} ${requestId}: HTTP ${res.status} ${await res.text()}`);
-        },
-        (err: unknown) => {
-          errors.push(`${event} ${requestId}: ${String(err)}`);
-        },
-      );
-    },
+  if (policy === "kv") return () => ({ url: t.routerUrl, worker: null });
+  return () => {
+    const w = t.workers[next++ % t.workers.length]!;
+    return { url: w.url, worker: w.id };
   };
 }
 
@@ -108,17 +64,13 @@ export interface PhaseTarget {
 export async function runPhase(
   policy: Policy,
   workload: Workload,
-  target: PhaseTarget,
+  fleet: PhaseTarget,
   tokenizer: SimTokenizer,
   signal: AbortSignal,
 ): Promise<PhaseResult> {
   const errors: string[] = [];
   const records: RequestRecord[] = [];
-  const reports: Promise<void>[] = [];
-  const chooser =
-    policy === "kv"
-      ? kvRouter(target.routerUrl, target.workers, errors)
-      : roundRobin(target.workers);
+  const nextTarget = target(policy, fleet);
   const builder = new PromptBuilder(tokenizer);
   const start = performance.now();
 
@@ -136,32 +88,29 @@ export async function runPhase(
       const requestId = `${policy}-c${c.id}-t${t}`;
       const t0 = performance.now();
       try {
-        const choice = await chooser.choose(prompt, requestId, signal);
-        const routed = performance.now();
-        let firstReported: Promise<void> = Promise.resolve();
+        const to = nextTarget();
         const out = await streamCompletion(
-          choice.worker.url,
+          to.url,
           prompt,
           turn.maxTokens,
           tokenizer,
-          () => {
-            firstReported = chooser.report(requestId, "first-token");
-          },
+          () => {},
           signal,
         );
-        // "done" after "first-token" has been answered, so the router sees them in order.
-        reports.push(firstReported.then(() => chooser.report(requestId, "done")));
         reply = out.replyTokens;
+        // Through the gateway: the worker key (`id#rank`) and the router's prediction.
+        const key = out.headers.get("x-kvrouter-worker");
+        const predicted = out.headers.get("x-kvrouter-cached-tokens");
         records.push({
           conversation: c.id,
           turn: t,
-          worker: choice.worker.id,
+          worker: to.worker ?? key?.split("#")[0] ?? "?",
           promptTokens: out.usage.promptTokens,
           cachedTokens: out.usage.cachedTokens,
-          predictedCachedTokens: choice.predicted,
+          predictedCachedTokens: predicted === null ? null : Number(predicted),
           ttftMs: out.firstTokenAt - t0,
           e2eMs: performance.now() - t0,
-          routeMs: policy === "kv" ? routed - t0 : null,
+          routeMs: null,
         });
       } catch (err) {
         if (signal.aborted) throw err;
@@ -173,6 +122,5 @@ export async function runPhase(
 
   await Promise.all(workload.conversations.map(conversation));
   const wallMs = performance.now() - start;
-  await Promise.all(reports);
   return { policy, records, errors, wallMs };
 }

@@ -15,6 +15,8 @@ export interface CompletionUsage {
 }
 
 export interface StreamedCompletion {
+  /** The response headers (through the gateway: `x-kvrouter-worker`, …). */
+  readonly headers: Headers;
   /** `performance.now()` when the first token arrived. */
   readonly firstTokenAt: number;
   readonly replyTokens: number[];
@@ -32,7 +34,7 @@ interface Chunk {
 }
 
 /**
- * Stream one completion from `workerUrl`. `onFirstToken` runs as soon as the first token is
+ * Stream one completion from `workerUrl` (a worker, or kvrouter's gateway). `onFirstToken` runs as soon as the first token is
  * read. Throws on an HTTP error, a malformed stream, or a stream that ends without usage.
  */
 export async function streamCompletion(
@@ -108,5 +110,5 @@ export async function streamCompletion(
       `${workerUrl}: ${replyTokens.length} tokens streamed but usage says ${final.completionTokens}`,
     );
   }
-  return { firstTokenAt, replyTokens, usage: final };
+  return { headers: res.headers, firstTokenAt, replyTokens, usage: final };
 }

@@ -95,7 +95,6 @@ export function formatComparison(kv: PolicySummary, rr: PolicySummary): string {
       kv.predictedHitRate === null ? "-" : pct(kv.predictedHitRate),
       "-",
     ],
-    ["POST /v1/route mean", kv.routeMeanMs === null ? "-" : ms(kv.routeMeanMs), "-"],
     ["phase wall time", `${(kv.wallMs / 1000).toFixed(1)} s`, `${(rr.wallMs / 1000).toFixed(1)} s`],
   );
   const w0 = Math.max(...rows.map((r) => r[0].length));
@@ -104,4 +103,35 @@ export function formatComparison(kv: PolicySummary, rr: PolicySummary): string {
   return rows
     .map(([a, b, c]) => `  ${a.padEnd(w0)}  ${b.padStart(w1)}  ${c.padStart(w2)}`)
     .join("\n");
+}
+
+/** The gateway's prediction check over the kv phase, from kvrouter's `/metrics`. */
+export interface PredictionCheckSummary {
+  readonly match: number;
+  readonly over: number;
+  readonly under: number;
+  readonly warnings: number;
+}
+
+/** Sum `kvrouter_gateway_prediction_*` samples of a Prometheus text by outcome. */
+export function predictionCheckOf(metricsText: string): PredictionCheckSummary {
+  const out = { match: 0, over: 0, under: 0, warnings: 0 };
+  for (const line of metricsText.split("\n")) {
+    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
+    if (line.startsWith("kvrouter_gateway_prediction_checks_total{")) {
+      const m = /outcome="(match|over|under)"/.exec(line);
+      if (m !== null) out[m[1] as "match" | "over" | "under"] += value;
+    } else if (line.startsWith("kvrouter_gateway_prediction_warnings_total{")) {
+      out.warnings += value;
+    }
+  }
+  return out;
+}
+
+export function formatPredictionCheck(p: PredictionCheckSummary): string {
+  const n = p.match + p.over + p.under;
+  return (
+    `  prediction check (engine's cached tokens vs the router's prediction, kv phase): ` +
+    `${p.match} of ${n} within one block, ${p.over} over, ${p.under} under, ${p.warnings} warning(s)`
+  );
 }

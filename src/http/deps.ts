@@ -6,6 +6,7 @@
 import type { Registry } from "prom-client";
 import type { KvrouterConfig } from "../config/types.js";
 import type { FleetControl } from "../fleet/fleet-control.js";
+import type { Gateway } from "../gateway/gateway.js";
 import type { PrefixIndex } from "../index/types.js";
 import type { StreamState } from "../ingest/stream-state.js";
 import type { InFlightTracker } from "../load/in-flight.js";
@@ -30,6 +31,8 @@ export interface AppDeps {
   readonly nowMs: () => number;
   /** Load sharing with other replicas, when configured (shown by /readyz). */
   readonly replicaSync?: () => ReplicaSyncStatus;
+  /** Gateway mode (the OpenAI routes); absent = decision API only. */
+  readonly gateway?: Gateway;
   /** Prometheus registry for this app; a fresh one is made when absent. */
   readonly metricsRegistry?: Registry;
 }

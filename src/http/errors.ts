@@ -31,10 +31,19 @@ export const ERROR_CODES = {
   },
   worker_exists: { status: 409, meaning: "a worker with this id is already registered" },
   duplicate_request: { status: 409, meaning: "request_id is already in flight" },
+  model_not_found: { status: 404, meaning: "gateway: no registered worker serves this model" },
+  rate_limited: {
+    status: 429,
+    meaning: "gateway: every candidate is busy and the admission queue is full or timed out",
+  },
   body_too_large: { status: 413, meaning: "the body exceeds server.bodyLimitBytes" },
   unsupported_media_type: { status: 415, meaning: "the body is not application/json" },
   headers_too_large: { status: 431, meaning: "the request line and headers are too large" },
   internal_error: { status: 500, meaning: "a bug: the message says what failed" },
+  upstream_error: {
+    status: 502,
+    meaning: "gateway: every attempt failed before the first byte (connect error, 5xx, 429)",
+  },
   no_worker_available: { status: 503, meaning: "no routable worker for this model" },
   not_ready: { status: 503, meaning: "no worker has fresh load information yet" },
   no_fresh_worker: {
@@ -44,6 +53,10 @@ export const ERROR_CODES = {
   shutting_down: {
     status: 503,
     meaning: "the router is draining (SIGTERM); sent with Connection: close",
+  },
+  upstream_timeout: {
+    status: 504,
+    meaning: "gateway: the last attempt timed out (connect or first byte)",
   },
 } as const satisfies Record<string, { status: number; meaning: string }>;
 

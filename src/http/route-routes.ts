@@ -22,6 +22,7 @@ const ROUTE_ERRORS: Record<RouteErrorCode, ErrorCode> = {
   no_workers_for_model: "no_worker_available",
   duplicate_request_id: "duplicate_request",
   invalid_overrides: "invalid_request",
+  all_excluded: "no_worker_available",
 };
 
 export function registerRouteRoutes(

@@ -40,14 +40,16 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
     inFlight.expire(nowMs); // TTLs apply even while nothing is being routed
     const list =
       only === undefined ? fleet.list() : [fleet.get(only)].filter((w) => w !== undefined);
-    return list.map((w) =>
-      workerJson(w, ranks(w.id, w.dpSize), {
+    return list.map((w) => {
+      const view = workerJson(w, ranks(w.id, w.dpSize), {
         load: (k) => loads.view(k, nowMs),
         inFlight: (k) => inFlight.totals(k),
         stream: (k) => byKey.get(k),
         nowMs,
-      }),
-    );
+      });
+      // Gateway mode: the worker's circuit breaker (closed / open / half_open).
+      return deps.gateway === undefined ? view : { ...view, circuit: deps.gateway.circuit(w.id) };
+    });
   };
 
   app.get("/v1/workers", async () => ({ workers: views() }));

@@ -6,9 +6,11 @@
 
 import { performance } from "node:perf_hooks";
 import type { FastifyInstance } from "fastify";
-import type { Registry } from "prom-client";
+import { Registry } from "prom-client";
 import type { KvrouterConfig } from "../config/types.js";
 import { Fleet } from "../fleet/fleet.js";
+import { Gateway, type GatewayDeps } from "../gateway/gateway.js";
+import { workerTokenizers } from "../gateway/worker-tokenizers.js";
 import { buildApp } from "../http/build-app.js";
 import { drainConnections } from "../http/server-limits.js";
 import { RadixTreeIndex } from "../index/radix-tree.js";
@@ -93,7 +95,11 @@ export async function createService(
     clock: () => performance.now(),
     ...(replicas === null ? {} : { extraLoad: replicas.book }),
   });
-  const { app, metricsRegistry, drain } = await buildApp({
+  const metricsRegistry = new Registry();
+  const gateway = config.gateway.enabled
+    ? newGateway(config, { router, registry, loads, inFlight, logger, metricsRegistry, nowMs })
+    : undefined;
+  const { app, drain } = await buildApp({
     config,
     router,
     index,
@@ -105,6 +111,8 @@ export async function createService(
     logger,
     nowMs,
     ...(replicas === null ? {} : { replicaSync: () => replicas.sync.status() }),
+    metricsRegistry,
+    ...(gateway === undefined ? {} : { gateway }),
   });
   if (replicas !== null) registerReplicaMetrics(metricsRegistry, () => replicas.sync.status());
   for (const w of config.workers) {
@@ -127,6 +135,7 @@ export async function createService(
       await drainConnections(app, config.server.drainMs);
       await app.close();
       upkeep.stop();
+      await gateway?.close();
       await scrapes.stop();
       await pool.close();
       await replicas?.sync.close();
@@ -134,4 +143,29 @@ export async function createService(
     return closing;
   };
   return { config, app, metricsRegistry, fleet, index, router, close };
+}
+
+/** Gateway mode, tokenizing through the workers' own `/tokenize` until a local tokenizer lands. */
+function newGateway(
+  config: KvrouterConfig,
+  d: Pick<
+    GatewayDeps,
+    "router" | "registry" | "loads" | "inFlight" | "metricsRegistry" | "nowMs"
+  > & { readonly logger: Logger },
+): Gateway {
+  let tokenizerFor: GatewayDeps["tokenizerFor"] = () => null;
+  const gateway = new Gateway({
+    ...d,
+    logger: d.logger.child({ component: "gateway" }),
+    config: config.gateway,
+    tokenizerFor: (model) => tokenizerFor(model),
+  });
+  tokenizerFor = workerTokenizers({
+    registry: d.registry,
+    agent: gateway.upstream.agent,
+    timeoutMs: config.gateway.tokenizeTimeoutMs,
+    authorization: () => gateway.workerAuthorization(undefined),
+    healthy: (workerId) => gateway.breakers.allows(workerId),
+  });
+  return gateway;
 }

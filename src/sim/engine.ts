@@ -64,6 +64,8 @@ export interface EngineCounters {
   readonly promptTokens: number;
   readonly generationTokens: number;
   readonly finished: number;
+  /** Requests stopped before their end (the client went away). */
+  readonly aborted: number;
 }
 
 export class SimEngine {
@@ -82,6 +84,7 @@ export class SimEngine {
   #promptTokens = 0;
   #generationTokens = 0;
   #finished = 0;
+  #aborted = 0;
 
   /**
    * @param nextToken the model: the token following a sequence
@@ -113,6 +116,7 @@ export class SimEngine {
       promptTokens: this.#promptTokens,
       generationTokens: this.#generationTokens,
       finished: this.#finished,
+      aborted: this.#aborted,
     };
   }
 
@@ -264,6 +268,7 @@ export class SimEngine {
     }
     this.#byId.delete(r.req.id);
     this.#finished++;
+    if (reason === "abort") this.#aborted++;
     r.listener.onFinish({
       reason,
       promptTokens: r.req.promptTokens.length,

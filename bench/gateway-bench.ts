@@ -1,0 +1,225 @@
+/**
+ * What gateway mode costs: `kvrouter serve` (gateway on) and one simulated vLLM worker as
+ * child processes on loopback, driven from this process over keep-alive connections.
+ *
+ * 1. Added latency to the first byte: streaming completions with 8k-token prompts,
+ *    sequential, each prompt sent to the worker directly, through the gateway, and
+ *    through a floor proxy (`gateway-floor-proxy.ts`: forward and stream back, nothing
+ *    else), the order rotating request by request (all see the same machine). Reported:
+ *    p50/p99 of each path's time to first body byte, and the gateway's and the floor's
+ *    differences to direct.
+ * 2. Gateway CPU per request: the gateway process's own CPU time (utime + stime from
+ *    /proc, whole process: parsing, routing, relaying, ingesting the worker's KV events,
+ *    scraping) over a gateway-only sequential run, per request; for 8k- and 100k-token
+ *    prompts.
+ * 3. Throughput: closed loop with `--concurrency` clients for `--duration` s, through the
+ *    gateway and directly (the machine's ceiling: client, gateway and worker share it).
+ *
+ * Prompts are token ids (the gateway uses them as given): tokenization is measured by the
+ * tokenizer's own benchmark (src/tokenize/, another branch), so its fields are null here.
+ * The simulated worker prefills at 10^9 tokens/s so its time is not the figure.
+ *
+ *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192]
+ */
+
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { loadavg } from "node:os";
+import { createInterface } from "node:readline";
+import { Agent, request } from "undici";
+import { ChildGroup } from "../src/demo/child-group.js";
+import { launchFleet } from "../src/demo/demo-fleet.js";
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const PAIRS = arg("pairs", 300);
+const CPU_REQUESTS = arg("cpu-requests", 300);
+const CPU_REQUESTS_100K = arg("cpu-requests-100k", 30);
+const CONCURRENCY = arg("concurrency", 16);
+const DURATION_S = arg("duration", 5);
+const PROMPT_TOKENS = arg("prompt-tokens", 8192);
+const MAX_TOKENS = 4;
+
+const agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
+
+let seq = 0;
+/** A distinct prompt of `n` token ids (a shared 1k-token head, like a system prompt). */
+function prompt(n: number): number[] {
+  const id = ++seq;
+  return Array.from({ length: n }, (_, i) =>
+    i < 1024 ? 100 + i : 2000 + ((id * 7919 + i * 104729) % 60000),
+  );
+}
+
+function body(tokens: readonly number[]): string {
+  return JSON.stringify({
+    model: "sim-model",
+    prompt: tokens,
+    max_tokens: MAX_TOKENS,
+    stream: true,
+  });
+}
+
+/** One streaming completion; returns ms to the first body byte (throws on non-200). */
+async function complete(base: string, payload: string): Promise<number> {
+  const t0 = performance.now();
+  const res = await request(`${base}/v1/completions`, {
+    dispatcher: agent,
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: payload,
+  });
+  let first = -1;
+  for await (const _chunk of res.body) if (first < 0) first = performance.now() - t0;
+  if (res.statusCode !== 200) throw new Error(`${base}: HTTP ${res.statusCode}`);
+  return first;
+}
+
+/** CPU seconds (user + system) of a process so far. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // utime and stime are fields 14 and 15 of stat(5), i.e. 11 and 12 after the name.
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+const pct = (xs: number[], q: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+};
+const r3 = (x: number) => Math.round(x * 1000) / 1000;
+
+async function closedLoop(base: string, seconds: number, n: number): Promise<number> {
+  const payloads = Array.from({ length: 64 }, () => body(prompt(n)));
+  const end = performance.now() + seconds * 1000;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async (_, c) => {
+      for (let i = c; performance.now() < end; i += CONCURRENCY) {
+        await complete(base, payloads[i % payloads.length]!);
+        done++;
+      }
+    }),
+  );
+  return done / seconds;
+}
+
+async function main(): Promise<void> {
+  const group = new ChildGroup();
+  let stopFloor = () => {};
+  const fleet = await launchFleet(
+    group,
+    1,
+    {
+      prefillTokensPerS: 1e9,
+      decodeMsPerToken: 0.5,
+      numGpuBlocks: 32768,
+      blockSize: 16,
+      maxNumSeqs: 256,
+    },
+    1,
+  );
+  try {
+    const worker = fleet.workers[0]!.url;
+    const gateway = fleet.routerUrl;
+    process.stderr.write(`gateway ${gateway} (pid ${fleet.routerPid}), worker ${worker}\n`);
+    for (let i = 0; i < 50; i++) {
+      const p = body(prompt(PROMPT_TOKENS));
+      await complete(worker, p);
+      await complete(gateway, p);
+    }
+
+    const floorProc = spawn(
+      process.execPath,
+      [...process.execArgv, new URL("./gateway-floor-proxy.ts", import.meta.url).pathname, worker],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const floorPort = await new Promise<number>((resolve, reject) => {
+      floorProc.once("error", reject);
+      createInterface({ input: floorProc.stdout! }).once("line", (l) =>
+        resolve((JSON.parse(l) as { port: number }).port),
+      );
+    });
+    const floor = `http://127.0.0.1:${floorPort}`;
+    stopFloor = () => floorProc.kill("SIGTERM");
+    for (let i = 0; i < 50; i++) await complete(floor, body(prompt(PROMPT_TOKENS)));
+
+    const paths = [worker, gateway, floor];
+    const times: number[][] = [[], [], []];
+    for (let i = 0; i < PAIRS; i++) {
+      const p = body(prompt(PROMPT_TOKENS));
+      for (let k = 0; k < 3; k++) {
+        const j = (i + k) % 3;
+        times[j]!.push(await complete(paths[j]!, p));
+      }
+    }
+    const [direct, via, viaFloor] = times as [number[], number[], number[]];
+    const floorCpuBefore = cpuSeconds(floorProc.pid!);
+    for (let i = 0; i < CPU_REQUESTS; i++) await complete(floor, body(prompt(PROMPT_TOKENS)));
+    const floorCpu = ((cpuSeconds(floorProc.pid!) - floorCpuBefore) * 1000) / CPU_REQUESTS;
+
+    const cpuRun = async (n: number, count: number) => {
+      const payloads = Array.from({ length: count }, () => body(prompt(n)));
+      const before = cpuSeconds(fleet.routerPid);
+      for (const p of payloads) await complete(gateway, p);
+      // Let the last requests' KV events be ingested: they are part of the cost.
+      await new Promise((r) => setTimeout(r, 300));
+      return ((cpuSeconds(fleet.routerPid) - before) * 1000) / count;
+    };
+    const cpu8k = await cpuRun(PROMPT_TOKENS, CPU_REQUESTS);
+    const cpu100k = await cpuRun(100_000, CPU_REQUESTS_100K);
+
+    const gatewayRps = await closedLoop(gateway, DURATION_S, PROMPT_TOKENS);
+    const directRps = await closedLoop(worker, DURATION_S, PROMPT_TOKENS);
+
+    const out = {
+      bench: "gateway",
+      prompt: `${PROMPT_TOKENS} token ids, streaming, max_tokens ${MAX_TOKENS}`,
+      pairs: PAIRS,
+      direct_first_byte_p50_ms: r3(pct(direct, 0.5)),
+      direct_first_byte_p99_ms: r3(pct(direct, 0.99)),
+      gateway_first_byte_p50_ms: r3(pct(via, 0.5)),
+      gateway_first_byte_p99_ms: r3(pct(via, 0.99)),
+      added_p50_ms: r3(pct(via, 0.5) - pct(direct, 0.5)),
+      added_p99_ms: r3(pct(via, 0.99) - pct(direct, 0.99)),
+      floor_first_byte_p50_ms: r3(pct(viaFloor, 0.5)),
+      floor_first_byte_p99_ms: r3(pct(viaFloor, 0.99)),
+      floor_added_p50_ms: r3(pct(viaFloor, 0.5) - pct(direct, 0.5)),
+      floor_added_p99_ms: r3(pct(viaFloor, 0.99) - pct(direct, 0.99)),
+      floor_cpu_ms_per_request: r3(floorCpu),
+      tokenize_p99_ms: null,
+      tokenize_cold_p99_ms: null,
+      tokenize_only_rps: null,
+      gateway_rps: Math.round(gatewayRps),
+      direct_rps: Math.round(directRps),
+      concurrency: CONCURRENCY,
+      cpu_ms_per_request_8k: r3(cpu8k),
+      cpu_ms_per_request_100k: r3(cpu100k),
+      loadavg_1m: r3(loadavg()[0]!),
+    };
+    process.stdout.write(
+      [
+        `first byte, ${PROMPT_TOKENS}-token prompt (ms) p50      p99`,
+        `  direct to the worker          ${out.direct_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.direct_first_byte_p99_ms.toFixed(3).padStart(7)}`,
+        `  through the gateway           ${out.gateway_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_first_byte_p99_ms.toFixed(3).padStart(7)}`,
+        `  added                         ${out.added_p50_ms.toFixed(3).padStart(7)}  ${out.added_p99_ms.toFixed(3).padStart(7)}`,
+        `  through the floor proxy       ${out.floor_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.floor_first_byte_p99_ms.toFixed(3).padStart(7)}`,
+        `  added by the floor            ${out.floor_added_p50_ms.toFixed(3).padStart(7)}  ${out.floor_added_p99_ms.toFixed(3).padStart(7)}`,
+        `gateway CPU per request: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k tokens); floor proxy ${out.floor_cpu_ms_per_request} ms`,
+        `closed loop, ${CONCURRENCY} clients: ${out.gateway_rps} req/s through the gateway, ${out.direct_rps} req/s direct`,
+        `load average (1 min): ${out.loadavg_1m}`,
+        JSON.stringify(out),
+        "",
+      ].join("\n"),
+    );
+  } finally {
+    stopFloor();
+    await fleet.cleanup();
+    await group.stopAll();
+    await agent.close();
+  }
+}
+
+await main();

@@ -1,0 +1,119 @@
+/**
+ * Admission under overload: when every candidate worker is past the busy threshold, a new
+ * request waits in a bounded FIFO queue instead of piling onto saturated engines, and is
+ * admitted when capacity frees (a request finishes or passes prefill, or the next load
+ * scrape shows room; the queue also re-checks every `pollMs`). Past the bound or its
+ * deadline it is refused (the gateway answers 429 with `Retry-After`).
+ *
+ * FIFO is strict: while anyone waits, a newcomer queues behind even if capacity freed,
+ * and the queue admits one request per check, so each admitted request is routed (and
+ * counted in flight) before the next busy check.
+ */
+
+export type AdmitOutcome =
+  | { readonly ok: true; readonly waitedMs: number }
+  | {
+      readonly ok: false;
+      readonly reason: "full" | "timeout" | "aborted";
+      readonly waitedMs: number;
+    };
+
+export interface AdmissionOptions {
+  readonly maxSize: number;
+  readonly timeoutMs: number;
+  /** Re-check interval while requests wait (load scrapes change busy-ness silently). */
+  readonly pollMs?: number;
+  readonly nowMs?: () => number;
+}
+
+interface Waiter {
+  readonly busy: () => boolean;
+  readonly enqueuedMs: number;
+  settle(outcome: AdmitOutcome): void;
+}
+
+export class AdmissionQueue {
+  readonly #opts: Required<AdmissionOptions>;
+  #queue: Waiter[] = [];
+  #poll: NodeJS.Timeout | null = null;
+  #scheduled = false;
+
+  constructor(opts: AdmissionOptions) {
+    this.#opts = { pollMs: 25, nowMs: Date.now, ...opts };
+  }
+
+  get depth(): number {
+    return this.#queue.length;
+  }
+
+  /** Resolve when the request may proceed (`busy()` false and nobody ahead), or is refused. */
+  admit(busy: () => boolean, signal: AbortSignal): Promise<AdmitOutcome> {
+    const now = this.#opts.nowMs;
+    const t0 = now();
+    if (this.#queue.length === 0 && !busy()) return Promise.resolve({ ok: true, waitedMs: 0 });
+    if (signal.aborted) return Promise.resolve({ ok: false, reason: "aborted", waitedMs: 0 });
+    if (this.#queue.length >= this.#opts.maxSize) {
+      return Promise.resolve({ ok: false, reason: "full", waitedMs: 0 });
+    }
+    return new Promise((resolve) => {
+      let settled = false;
+      const waiter: Waiter = {
+        busy,
+        enqueuedMs: t0,
+        settle: (o) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(deadline);
+          signal.removeEventListener("abort", onAbort);
+          const i = this.#queue.indexOf(waiter);
+          if (i >= 0) this.#queue.splice(i, 1);
+          if (this.#queue.length === 0) this.#stopPoll();
+          resolve(o);
+        },
+      };
+      const deadline = setTimeout(
+        () => waiter.settle({ ok: false, reason: "timeout", waitedMs: now() - t0 }),
+        this.#opts.timeoutMs,
+      );
+      const onAbort = () => waiter.settle({ ok: false, reason: "aborted", waitedMs: now() - t0 });
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.#queue.push(waiter);
+      this.#startPoll();
+    });
+  }
+
+  /** Capacity may have freed: admit the head if it is no longer busy. */
+  notify(): void {
+    if (this.#queue.length === 0 || this.#scheduled) return;
+    this.#scheduled = true;
+    // After the current step, so a just-admitted request is routed before the next check.
+    setImmediate(() => {
+      this.#scheduled = false;
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    const head = this.#queue[0];
+    if (head === undefined || head.busy()) return;
+    head.settle({ ok: true, waitedMs: this.#opts.nowMs() - head.enqueuedMs });
+    this.notify();
+  }
+
+  #startPoll(): void {
+    if (this.#poll !== null) return;
+    this.#poll = setInterval(() => this.#pump(), this.#opts.pollMs);
+    this.#poll.unref();
+  }
+
+  #stopPoll(): void {
+    if (this.#poll !== null) clearInterval(this.#poll);
+    this.#poll = null;
+  }
+
+  /** Refuse everyone waiting (shutdown). */
+  close(): void {
+    for (const w of [...this.#queue]) w.settle({ ok: false, reason: "aborted", waitedMs: 0 });
+    this.#stopPoll();
+  }
+}

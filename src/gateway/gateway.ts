@@ -1,0 +1,440 @@
+/**
+ * The gateway: one OpenAI request in, one worker's answer out. Parse the fields it needs,
+ * tokenize, wait for admission when every candidate is busy, route through the same
+ * `Router` as `/v1/route` (open circuits and the last failed worker excluded), forward the
+ * client's bytes to the chosen worker and data-parallel rank, and retry on the next best
+ * worker until the first body byte arrives. The caller then relays the answer; the
+ * request's in-flight record is ended on every path (first byte → first token; end,
+ * failure or abort → done), so nothing leaves phantom load.
+ *
+ * Framework-free: `src/http/gateway-routes.ts` adapts it to fastify.
+ *
+ * Long file: the stages share one request's state (request id, last worker, decision)
+ * and the owners (breakers, queue, metrics); the stages that stand alone already live
+ * beside it (`worker-gates`, `prompt-tokens`, `upstream`, `relay`, `usage-scan`).
+ */
+
+import { randomUUID } from "node:crypto";
+import type { ServerResponse } from "node:http";
+import { performance } from "node:perf_hooks";
+import { ExponentialBackoff, handleWhen, type RetryPolicy, retry } from "cockatiel";
+import type { Registry } from "prom-client";
+import type { GatewayConfig } from "../config/types.js";
+import type { InFlightTracker } from "../load/in-flight.js";
+import type { LoadTracker } from "../load/load-tracker.js";
+import type { WorkerRegistry } from "../load/worker-registry.js";
+import type { WorkerKey } from "../protocol/worker.js";
+import type { RouteDecision, Router } from "../router.js";
+import type { PromptTokenizer } from "../tokenize/types.js";
+import type { LogSink } from "../util/log-sink.js";
+import { AdmissionQueue } from "./admission.js";
+import { type CircuitView, WorkerBreakers } from "./breakers.js";
+import { ClientGoneError, GatewayError } from "./errors.js";
+import { GatewayMetrics } from "./gateway-metrics.js";
+import { ModelCatalog } from "./models.js";
+import { PredictionCheck } from "./prediction-check.js";
+import { type PromptTokens, tokenizePrompt } from "./prompt-tokens.js";
+import { relay, responseHeaders } from "./relay.js";
+import { type GatewayKind, type GatewayRequest, parseGatewayRequest } from "./request-body.js";
+import { UsageChunkFilter, withIncludeUsage } from "./stream-usage.js";
+import { type UpstreamAnswer, UpstreamClient, UpstreamFailure } from "./upstream.js";
+import { UsageScanner } from "./usage-scan.js";
+import { WorkerGates } from "./worker-gates.js";
+
+export interface GatewayDeps {
+  readonly config: GatewayConfig;
+  readonly router: Router;
+  readonly registry: WorkerRegistry;
+  readonly loads: LoadTracker;
+  readonly inFlight: InFlightTracker;
+  /** The tokenizer for a model ("" when the request names none); null = route on load. */
+  readonly tokenizerFor: (model: string) => PromptTokenizer | null;
+  readonly logger: LogSink;
+  readonly metricsRegistry: Registry;
+  readonly nowMs: () => number;
+  /** Shared HTTP client (its pooled agent also serves tokenizer fallbacks); made when absent. */
+  readonly upstream?: UpstreamClient;
+}
+
+/** One client request, as the HTTP layer hands it over. */
+export interface GatewayCall {
+  readonly kind: GatewayKind;
+  /** The parsed JSON body. */
+  readonly body: unknown;
+  /** The body's bytes, forwarded unchanged. */
+  readonly raw: Buffer;
+  /** The client's `Authorization` header. */
+  readonly authorization: string | undefined;
+  /** Aborted when the client goes away. */
+  readonly signal: AbortSignal;
+}
+
+/** A committed answer: the worker's first byte is here; `relay` streams the rest. */
+export interface GatewayAnswer {
+  readonly requestId: string;
+  readonly worker: WorkerKey;
+  relay(res: ServerResponse): Promise<void>;
+}
+
+const PATHS: Record<GatewayKind, string> = {
+  completion: "/v1/completions",
+  chat: "/v1/chat/completions",
+};
+const ROUTE_LABEL: Record<GatewayKind, string> = { completion: "completions", chat: "chat" };
+
+export class Gateway {
+  readonly #d: GatewayDeps;
+  readonly #c: GatewayConfig;
+  readonly upstream: UpstreamClient;
+  readonly #ownsUpstream: boolean;
+  readonly breakers: WorkerBreakers;
+  readonly admission: AdmissionQueue;
+  readonly metrics: GatewayMetrics;
+  readonly #prediction: PredictionCheck;
+  readonly #models: ModelCatalog;
+  readonly #retry: RetryPolicy;
+  readonly #gates: WorkerGates;
+  #relaying = 0;
+
+  constructor(deps: GatewayDeps) {
+    this.#d = deps;
+    const c = deps.config;
+    this.#c = c;
+    this.#ownsUpstream = deps.upstream === undefined;
+    this.upstream = deps.upstream ?? new UpstreamClient({ connectTimeoutMs: c.connectTimeoutMs });
+    this.breakers = new WorkerBreakers({
+      failures: c.breakerFailures,
+      halfOpenAfterMs: c.breakerHalfOpenAfterMs,
+      onChange: (worker, state) => {
+        const msg = `circuit of worker ${worker} is ${state.replace("_", "-")}`;
+        if (state === "closed") deps.logger.info({ worker, circuit: state }, msg);
+        else deps.logger.warn({ worker, circuit: state }, msg);
+      },
+    });
+    this.#gates = new WorkerGates({ ...deps, config: c, breakers: this.breakers });
+    this.admission = new AdmissionQueue({ maxSize: c.queueSize, timeoutMs: c.queueTimeoutMs });
+    this.metrics = new GatewayMetrics(deps.metricsRegistry, {
+      queueDepth: () => this.admission.depth,
+      relaying: () => this.#relaying,
+      circuits: () => this.breakers.entries(),
+    });
+    this.#prediction = new PredictionCheck(
+      { warnRatio: c.predictionWarnRatio, warnIntervalMs: c.predictionWarnIntervalMs },
+      {
+        observe: (w, e, o) => this.metrics.observePrediction(w, e, o),
+        warned: (w) => this.metrics.predictionWarnings.inc({ worker: w }),
+      },
+      deps.logger,
+    );
+    this.#models = new ModelCatalog(this.upstream.agent);
+    // Attempts after the first, with decorrelated jitter (cockatiel's default generator).
+    this.#retry = retry(
+      handleWhen((e) => e instanceof UpstreamFailure),
+      {
+        maxAttempts: c.maxAttempts - 1,
+        backoff: new ExponentialBackoff({
+          initialDelay: c.retryBackoffMs,
+          maxDelay: Math.max(1, c.retryBackoffMs * 40),
+        }),
+      },
+    );
+  }
+
+  /** Circuit of a worker (by id), for `/v1/workers`. */
+  circuit(workerId: string): CircuitView {
+    return this.breakers.view(workerId);
+  }
+
+  /** `Authorization` sent to workers: the configured key, else the client's own header. */
+  workerAuthorization(clientHeader: string | undefined): string | null {
+    if (this.#c.workerApiKey !== null) return `Bearer ${this.#c.workerApiKey}`;
+    if (this.#c.authToken === null && clientHeader !== undefined) return clientHeader;
+    return null;
+  }
+
+  /** `GET /v1/models`. */
+  models(authorization: string | undefined) {
+    const seen = new Set<string>();
+    const sources = this.#d.registry.list().filter((w) => {
+      if (w.kind === "mooncake-store" || seen.has(w.workerId)) return false;
+      seen.add(w.workerId);
+      return true;
+    });
+    return this.#models.list(sources, this.workerAuthorization(authorization));
+  }
+
+  /**
+   * Take a request up to the worker's first byte. Throws `GatewayError` (answer it) or
+   * `ClientGoneError` (answer nothing).
+   */
+  async handle(call: GatewayCall): Promise<GatewayAnswer> {
+    const t0 = performance.now();
+    const label = ROUTE_LABEL[call.kind];
+    const outcome = (o: string) => this.metrics.requests.inc({ route: label, outcome: o });
+    let req: GatewayRequest;
+    try {
+      req = parseGatewayRequest(call.kind, call.body);
+      this.#checkModel(req.model);
+    } catch (err) {
+      outcome(
+        err instanceof GatewayError && err.code === "model_not_found" ? "no_worker" : "invalid",
+      );
+      throw err;
+    }
+    try {
+      const tokens = await tokenizePrompt(req, this.#d.tokenizerFor, this.metrics, this.#d.logger);
+      if (call.signal.aborted) throw new ClientGoneError("client gone");
+      await this.#admit(req.model, call.signal);
+      const { decision, answer, stripUsage } = await this.#attempts(call, req, tokens);
+      this.metrics.firstByte.observe((performance.now() - t0) / 1000);
+      return this.#commit(label, tokens, decision, answer, stripUsage);
+    } catch (err) {
+      if (err instanceof ClientGoneError || call.signal.aborted) {
+        outcome("aborted");
+        throw err instanceof ClientGoneError ? err : new ClientGoneError("client gone");
+      }
+      if (err instanceof GatewayError) {
+        outcome(
+          err.code === "rate_limited"
+            ? "rejected"
+            : err.code === "no_worker_available"
+              ? "no_worker"
+              : "upstream_error",
+        );
+      }
+      throw err;
+    }
+  }
+
+  #checkModel(model: string | null): void {
+    const reg = this.#d.registry;
+    if (model === null || reg.routable(model).length > 0) return;
+    if (reg.routable(null).length === 0) {
+      throw new GatewayError("no_worker_available", "no routable worker is registered");
+    }
+    throw new GatewayError(
+      "model_not_found",
+      `the model '${model}' does not exist: no registered worker serves it (GET /v1/models lists them)`,
+      "model",
+    );
+  }
+
+  async #admit(model: string | null, signal: AbortSignal): Promise<void> {
+    const c = this.#c;
+    if (!this.#gates.enabled) return;
+    const r = await this.admission.admit(() => this.#gates.allBusy(model), signal);
+    if (r.ok) {
+      if (r.waitedMs > 0) this.metrics.queueWait.observe(r.waitedMs / 1000);
+      return;
+    }
+    if (r.reason === "aborted") throw new ClientGoneError("client gone while queued");
+    this.metrics.queueRejections.inc({ reason: r.reason });
+    const retryAfterS = Math.max(1, Math.ceil(Math.min(c.queueTimeoutMs, 10_000) / 1000));
+    throw new GatewayError(
+      "rate_limited",
+      r.reason === "full"
+        ? `every worker is busy and ${this.admission.depth} requests are already queued (gateway.queueSize); retry later`
+        : `every worker stayed busy for ${c.queueTimeoutMs} ms (gateway.queueTimeoutMs); retry later`,
+      null,
+      retryAfterS,
+    );
+  }
+
+  async #attempts(
+    call: GatewayCall,
+    req: GatewayRequest,
+    tokens: PromptTokens,
+  ): Promise<{ decision: RouteDecision; answer: UpstreamAnswer; stripUsage: boolean }> {
+    const d = this.#d;
+    const requestId = `gw-${randomUUID()}`;
+    const forward = this.#forwardBody(call, req);
+    let lastWorker: string | null = null;
+    const tried = new Set<string>();
+    let lastFailure: UpstreamFailure | null = null;
+    let attempt = 0;
+    const once = async () => {
+      if (call.signal.aborted) throw new ClientGoneError("client gone");
+      attempt++;
+      if (attempt > 1) this.metrics.retries.inc();
+      const nowMs = d.nowMs();
+      // Workers this request already failed on are avoided while others remain; the
+      // last one never gets it twice in a row.
+      const route = (avoid: (workerId: string) => boolean) => {
+        const exclude = new Set<WorkerKey>();
+        for (const w of d.registry.routable(req.model)) {
+          if (avoid(w.workerId) || this.#gates.down(w, nowMs)) exclude.add(w.key);
+        }
+        return d.router.route(
+          {
+            tokenIds: tokens.ids,
+            requestId,
+            exclude,
+            ...(req.model === null ? {} : { model: req.model }),
+          },
+          nowMs,
+        );
+      };
+      let routed = route((id) => tried.has(id));
+      if (!routed.ok && routed.error.code === "all_excluded" && tried.size > 1) {
+        routed = route((id) => id === lastWorker);
+      }
+      if (!routed.ok) {
+        if (lastFailure !== null) throw this.#exhausted(lastFailure, attempt - 1);
+        throw new GatewayError("no_worker_available", routed.error.message);
+      }
+      const decision = routed.decision;
+      lastWorker = decision.workerId;
+      tried.add(decision.workerId);
+      const url = `${decision.url.replace(/\/$/, "")}${PATHS[req.kind]}`;
+      const headers = this.#forwardHeaders(call, decision);
+      try {
+        // Same synchronous step as the decision: a trial request half-opens the circuit
+        // before anyone else can be routed to the worker.
+        const answer = await this.breakers.execute(decision.workerId, () =>
+          this.upstream.post(
+            url,
+            headers,
+            forward.body,
+            { firstByteMs: this.#c.firstByteTimeoutMs, idleMs: this.#c.idleTimeoutMs },
+            call.signal,
+          ),
+        );
+        this.metrics.attempts.inc({ worker: decision.worker, result: "ok" });
+        return { decision, answer, stripUsage: forward.stripUsage };
+      } catch (err) {
+        d.inFlight.done(requestId, d.nowMs());
+        this.admission.notify();
+        if (err instanceof UpstreamFailure) {
+          lastFailure = err;
+          const result =
+            err.kind === "status" ? (err.status === 429 ? "status_429" : "status_5xx") : err.kind;
+          this.metrics.attempts.inc({ worker: decision.worker, result });
+          d.logger.warn(
+            { requestId, worker: decision.worker, attempt, failure: err.kind, status: err.status },
+            `attempt ${attempt} failed: ${err.message}`,
+          );
+        }
+        throw err;
+      }
+    };
+    try {
+      return await this.#retry.execute(once);
+    } catch (err) {
+      if (err instanceof UpstreamFailure) throw this.#exhausted(err, attempt);
+      throw err;
+    }
+  }
+
+  #exhausted(last: UpstreamFailure, attempts: number): GatewayError {
+    return new GatewayError(
+      last.kind === "timeout" ? "upstream_timeout" : "upstream_error",
+      `no worker answered after ${attempts} attempt(s); last: ${last.message}`,
+    );
+  }
+
+  /**
+   * The client's bytes, plus `stream_options.include_usage` on a stream that did not ask
+   * for usage (`gateway.streamUsage`): the prediction check needs the final usage chunk,
+   * which the relay then removes from the client's stream.
+   */
+  #forwardBody(call: GatewayCall, req: GatewayRequest): { body: Buffer; stripUsage: boolean } {
+    if (!this.#c.streamUsage || !req.stream || req.includeUsage) {
+      return { body: call.raw, stripUsage: false };
+    }
+    const added = withIncludeUsage(call.raw, call.body as Record<string, unknown>);
+    return added === null
+      ? { body: call.raw, stripUsage: false }
+      : { body: added, stripUsage: true };
+  }
+
+  #forwardHeaders(call: GatewayCall, d: RouteDecision): Record<string, string> {
+    const h: Record<string, string> = {
+      "content-type": "application/json",
+      "x-data-parallel-rank": String(d.dpRank),
+      "x-request-id": d.requestId,
+    };
+    const auth = this.workerAuthorization(call.authorization);
+    if (auth !== null) h.authorization = auth;
+    return h;
+  }
+
+  #commit(
+    label: string,
+    tokens: PromptTokens,
+    decision: RouteDecision,
+    answer: UpstreamAnswer,
+    stripUsage: boolean,
+  ): GatewayAnswer {
+    const d = this.#d;
+    const id = decision.requestId;
+    d.inFlight.firstToken(id, d.nowMs());
+    this.admission.notify();
+    this.#relaying++;
+    const ct = answer.headers["content-type"];
+    const sse = typeof ct === "string" && ct.includes("text/event-stream");
+    const filtered = stripUsage && sse && answer.status === 200;
+    const upstreamHeaders = filtered
+      ? { ...answer.headers, "content-length": undefined }
+      : answer.headers;
+    const headers = responseHeaders(upstreamHeaders, {
+      "x-kvrouter-worker": decision.worker,
+      "x-kvrouter-cached-tokens": String(decision.cachedTokens),
+      "x-kvrouter-request-id": id,
+    });
+    const scanner =
+      answer.status === 200 ? new UsageScanner(typeof ct === "string" ? ct : undefined) : null;
+    let relayed = false;
+    return {
+      requestId: id,
+      worker: decision.worker,
+      relay: async (res) => {
+        if (relayed) throw new Error("relay called twice");
+        relayed = true;
+        // The filtered body is shorter than the worker's: its content-length was dropped.
+        const filter = filtered ? new UsageChunkFilter() : null;
+        const end = await relay(res, answer, headers, scanner, filter);
+        d.inFlight.done(id, d.nowMs());
+        this.admission.notify();
+        this.#relaying--;
+        const outcome =
+          end.kind === "client_gone"
+            ? "aborted"
+            : end.kind === "upstream_error"
+              ? "upstream_error"
+              : answer.status >= 400
+                ? "client_error"
+                : "ok";
+        this.metrics.requests.inc({ route: label, outcome });
+        if (end.kind === "client_gone") this.metrics.upstreamAborts.inc({ reason: "client_gone" });
+        if (end.kind === "upstream_error") {
+          this.metrics.upstreamAborts.inc({ reason: "upstream_error" });
+          d.logger.warn(
+            { requestId: id, worker: decision.worker, err: end.error.message },
+            "worker's answer failed after the first byte",
+          );
+        }
+        if (end.kind !== "complete" || scanner === null || !tokens.real) return;
+        const usage = scanner.result();
+        // The engine counted a different prompt: the ids the router keyed are not the
+        // engine's (tokenizer, chat template, special tokens), so no block can match.
+        if (usage?.promptTokens != null && usage.promptTokens !== decision.promptTokens) {
+          this.metrics.promptLengthMismatches.inc({ worker: decision.worker });
+        }
+        if (usage?.cachedTokens == null) return;
+        this.#prediction.record({
+          worker: decision.worker,
+          predicted: decision.cachedTokens,
+          actual: usage.cachedTokens,
+          promptTokens: usage.promptTokens ?? decision.promptTokens,
+          blockSize: decision.blockSize,
+        });
+      },
+    };
+  }
+
+  /** Refuse queued requests and close idle upstream connections. */
+  async close(): Promise<void> {
+    this.admission.close();
+    if (this.#ownsUpstream) await this.upstream.close();
+  }
+}

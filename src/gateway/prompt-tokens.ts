@@ -1,0 +1,50 @@
+/**
+ * The prompt's token ids for routing: the client's own ids for a token-id prompt, else
+ * the model's tokenizer (`tokenizerFor`). When there is none, the prompt is a batch, or
+ * tokenization fails, the request is routed on load alone (no prefix match) and still
+ * served; each such case is counted by reason.
+ */
+
+import { performance } from "node:perf_hooks";
+import type { PromptTokenizer } from "../tokenize/types.js";
+import type { LogSink } from "../util/log-sink.js";
+import type { GatewayMetrics } from "./gateway-metrics.js";
+import type { GatewayRequest } from "./request-body.js";
+
+export interface PromptTokens {
+  readonly ids: readonly number[];
+  /** Whether ids are the real prompt (false: routing on load alone). */
+  readonly real: boolean;
+}
+
+export async function tokenizePrompt(
+  req: GatewayRequest,
+  tokenizerFor: (model: string) => PromptTokenizer | null,
+  metrics: GatewayMetrics,
+  logger: LogSink,
+): Promise<PromptTokens> {
+  const none = (reason: string): PromptTokens => {
+    metrics.tokenizeFailures.inc({ reason });
+    return { ids: [], real: false };
+  };
+  const p = req.prompt;
+  if (p?.kind === "tokens") {
+    metrics.tokenize.observe({ mode: "tokens" }, 0);
+    return { ids: p.tokens, real: true };
+  }
+  if (p?.kind === "batch") return none("batch_prompt");
+  const tokenizer = tokenizerFor(req.model ?? "");
+  if (tokenizer === null) return none("no_tokenizer");
+  const t0 = performance.now();
+  try {
+    const r =
+      req.chat !== null
+        ? await tokenizer.tokenizeChat(req.chat)
+        : await tokenizer.tokenizeCompletion(p?.kind === "text" ? p.text : "");
+    metrics.tokenize.observe({ mode: "tokenizer" }, (performance.now() - t0) / 1000);
+    return { ids: r.tokenIds, real: true };
+  } catch (err) {
+    logger.debug({ err: String(err), model: req.model }, "tokenization failed");
+    return none("error");
+  }
+}

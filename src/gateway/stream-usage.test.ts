@@ -1,0 +1,52 @@
+import { describe, expect, it } from "vitest";
+import { UsageChunkFilter, withIncludeUsage } from "./stream-usage.js";
+
+describe("withIncludeUsage", () => {
+  it("splices include_usage into the client's bytes, nothing else changed", () => {
+    const raw = Buffer.from(' {"model":"m",  "stream":true,"prompt":"é"}');
+    const out = withIncludeUsage(raw, JSON.parse(raw.toString()));
+    expect(out?.toString()).toBe(
+      ' {"stream_options":{"include_usage":true},"model":"m",  "stream":true,"prompt":"é"}',
+    );
+    expect(JSON.parse(out!.toString())).toEqual({
+      ...JSON.parse(raw.toString()),
+      stream_options: { include_usage: true },
+    });
+  });
+
+  it("leaves bodies it would have to rewrite", () => {
+    const raw = Buffer.from('{"stream_options":{"include_usage":false}}');
+    expect(withIncludeUsage(raw, JSON.parse(raw.toString()))).toBeNull();
+    expect(withIncludeUsage(Buffer.from(" { } "), {})).toBeNull();
+  });
+});
+
+describe("UsageChunkFilter", () => {
+  const events = [
+    'data: {"choices":[{"text":"héllo"}],"usage":null}\n\n',
+    'data: {"choices":[{"text":"","finish_reason":"length"}]}\n\n',
+    'data: {"id":"x","choices":[],"usage":{"prompt_tokens":3}}\n\n',
+    "data: [DONE]\n\n",
+  ];
+  const stream = Buffer.from(events.join(""));
+  const expected = Buffer.from([events[0], events[1], events[3]].join(""));
+
+  it("drops the usage-only chunk and passes every other byte, wherever the stream is cut", () => {
+    for (let cut = 1; cut < stream.length; cut += 7) {
+      const f = new UsageChunkFilter();
+      const out = Buffer.concat([
+        f.push(stream.subarray(0, cut)),
+        f.push(stream.subarray(cut)),
+        f.flush(),
+      ]);
+      expect(out.equals(expected), `cut at ${cut}`).toBe(true);
+    }
+  });
+
+  it("releases each complete event at once", () => {
+    const f = new UsageChunkFilter();
+    expect(f.push(Buffer.from(events[0]!)).toString()).toBe(events[0]);
+    expect(f.push(Buffer.from("data: {")).length).toBe(0);
+    expect(f.flush().toString()).toBe("data: {");
+  });
+});

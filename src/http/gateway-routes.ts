@@ -1,0 +1,107 @@
+/**
+ * The OpenAI-compatible routes of gateway mode: `POST /v1/completions`,
+ * `POST /v1/chat/completions`, `GET /v1/models`. A thin adapter: the body's bytes are kept
+ * (the worker receives exactly them), the gateway (`src/gateway/gateway.ts`) does the
+ * work up to the worker's first byte, then the reply is hijacked and the answer relayed.
+ *
+ * Errors use the API's one error set (`errors.ts`) in a shape OpenAI's clients also read:
+ * `{ error: { code, message, type, param } }` (`code` and `message` as everywhere in the
+ * API; `type` and `param` as OpenAI's). A 429 carries `Retry-After`.
+ */
+
+import type { FastifyInstance, FastifyReply } from "fastify";
+import { ClientGoneError, GatewayError } from "../gateway/errors.js";
+import type { Gateway } from "../gateway/gateway.js";
+import type { GatewayKind } from "../gateway/request-body.js";
+import { requireBearer } from "./auth.js";
+import { ERROR_CODES, type ErrorCode } from "./errors.js";
+
+const OPENAI_TYPES: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  404: "not_found_error",
+  429: "rate_limit_error",
+};
+
+function sendGatewayError(reply: FastifyReply, err: GatewayError) {
+  const code: ErrorCode = err.code;
+  const status = ERROR_CODES[code].status;
+  if (err.retryAfterS !== null) reply.header("retry-after", String(err.retryAfterS));
+  return reply.status(status).send({
+    error: {
+      code,
+      message: err.message,
+      type: OPENAI_TYPES[status] ?? "api_error",
+      param: err.param,
+    },
+  });
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The JSON body's bytes (gateway routes only). */
+    rawBody?: Buffer;
+  }
+}
+
+export function registerGatewayRoutes(
+  app: FastifyInstance,
+  gateway: Gateway,
+  authToken: string | null,
+): void {
+  const guard = requireBearer(authToken, "gateway.authToken");
+  app.register(async (scope) => {
+    // Keep the bytes: the worker receives the client's body exactly.
+    scope.removeContentTypeParser("application/json");
+    scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (req, body, done) => {
+      const buf = body as Buffer;
+      req.rawBody = buf;
+      if (buf.length === 0) {
+        done(Object.assign(new Error("empty"), { code: "FST_ERR_CTP_EMPTY_JSON_BODY" }));
+        return;
+      }
+      try {
+        done(null, JSON.parse(buf.toString("utf8")));
+      } catch (err) {
+        done(err as SyntaxError);
+      }
+    });
+
+    const handler =
+      (kind: GatewayKind) => async (req: import("fastify").FastifyRequest, reply: FastifyReply) => {
+        const ac = new AbortController();
+        const res = reply.raw;
+        const onClose = () => {
+          if (!res.writableFinished) ac.abort();
+        };
+        res.on("close", onClose);
+        try {
+          const answer = await gateway.handle({
+            kind,
+            body: req.body,
+            raw: req.rawBody ?? Buffer.from(JSON.stringify(req.body ?? null)),
+            authorization: req.headers.authorization,
+            signal: ac.signal,
+          });
+          reply.hijack();
+          await answer.relay(res);
+        } catch (err) {
+          if (err instanceof ClientGoneError) {
+            reply.hijack();
+            res.destroy();
+            return;
+          }
+          if (err instanceof GatewayError) return sendGatewayError(reply, err);
+          throw err;
+        } finally {
+          res.off("close", onClose);
+        }
+      };
+
+    scope.post("/v1/completions", { onRequest: guard }, handler("completion"));
+    scope.post("/v1/chat/completions", { onRequest: guard }, handler("chat"));
+    scope.get("/v1/models", { onRequest: guard }, async (req) =>
+      gateway.models(req.headers.authorization),
+    );
+  });
+}
