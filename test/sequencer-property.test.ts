@@ -133,9 +133,15 @@ class World {
   reply(n: number): void {
     for (let i = 0; i < n && this.replay !== null; i++) {
       const r = this.replay.shift();
-      if (r === undefined) return this.end("complete");
+      if (r === undefined) {
+        this.end("complete");
+        return;
+      }
       this.handle(this.seq.replayed(r.seq, r.p), "other");
-      if (!this.seq.wantsReplies) return this.end("stopped");
+      if (!this.seq.wantsReplies) {
+        this.end("stopped");
+        return;
+      }
     }
   }
 
@@ -152,19 +158,24 @@ class World {
   run1(c: Command): void {
     switch (c.kind) {
       case "publish":
-        return this.publish(c.lost);
+        this.publish(c.lost);
+        return;
       case "deliver":
-        return this.deliver(c.n);
+        this.deliver(c.n);
+        return;
       case "reply":
-        return this.reply(c.n);
+        this.reply(c.n);
+        return;
       case "replyHole":
         this.replay?.shift();
         return;
       case "replyEnd":
         // The end marker arrives only after every reply; with replies left, a stall.
-        return this.end(this.replay !== null && this.replay.length === 0 ? "complete" : "failed");
+        this.end(this.replay !== null && this.replay.length === 0 ? "complete" : "failed");
+        return;
       case "replyCut":
-        return this.end("failed");
+        this.end("failed");
+        return;
       case "restart":
         this.transit.push({ kind: "disconnect" });
         this.incarnation++;

@@ -3,22 +3,24 @@ import { Sequencer, type SequencerAction } from "./sequencer.js";
 
 /** Actions as short strings: `apply 3`, `apply 3 r` (replayed), `replay 4 +0ms`, … */
 function show(actions: readonly SequencerAction<string>[]): string[] {
-  return actions.map((a) => {
-    switch (a.kind) {
-      case "apply":
-        return `apply ${a.seq}${a.replayed ? " r" : ""}`;
-      case "replay":
-        return `replay ${a.from} +${a.delayMs}ms`;
-      case "reset":
-        return `reset ${a.reason}`;
-      case "status":
-        return a.current ? "current" : "catching up";
-      case "gap":
-        return `gap ${a.from}..${a.seen}`;
-      case "duplicate":
-        return "duplicate";
-    }
-  });
+  return actions.map(showOne);
+}
+
+function showOne(a: SequencerAction<string>): string {
+  switch (a.kind) {
+    case "apply":
+      return `apply ${a.seq}${a.replayed ? " r" : ""}`;
+    case "replay":
+      return `replay ${a.from} +${a.delayMs}ms`;
+    case "reset":
+      return `reset ${a.reason}`;
+    case "status":
+      return a.current ? "current" : "catching up";
+    case "gap":
+      return `gap ${a.from}..${a.seen}`;
+    case "duplicate":
+      return "duplicate";
+  }
 }
 
 type Step =
