@@ -8,7 +8,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { Router } from "zeromq";
 import { EnginePublisher } from "../src/engine/publisher.js";
-import { DecodeThread } from "../src/ingest/decode-thread.js";
 import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
 import { SubscriberPool } from "../src/ingest/subscriber-pool.js";
 import { encodeEventBatch, type WireBatch } from "../src/protocol/event-encoder.js";

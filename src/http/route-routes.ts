@@ -30,6 +30,8 @@ export function registerRouteRoutes(
 ): void {
   const limits = deps.config.server;
   const { router } = deps;
+  const none: ReadonlySet<string> = new Set();
+  const catchingUp = deps.catchingUp ?? (() => none);
 
   app.post<{ Body: RouteBody }>(
     "/v1/route",
@@ -60,7 +62,7 @@ export function registerRouteRoutes(
         scoringMs: t.scoreMs,
         totalMs: t.hashMs + t.matchMs + t.scoreMs,
       });
-      return reply.header("content-type", JSON_TYPE).send(writeDecision(d));
+      return reply.header("content-type", JSON_TYPE).send(writeDecision(d, catchingUp()));
     },
   );
 
@@ -74,7 +76,7 @@ export function registerRouteRoutes(
         loraName: b.lora_name ?? null,
         model: b.model,
       });
-      return reply.header("content-type", JSON_TYPE).send(writeMatch(report));
+      return reply.header("content-type", JSON_TYPE).send(writeMatch(report, catchingUp()));
     },
   );
 }

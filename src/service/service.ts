@@ -56,7 +56,7 @@ export async function createService(
     index,
     // Receive and decode on a worker thread, apply here: ~1.4× the ingest rate of one
     // thread when a core is free (docs/ingestion.md).
-    { replayTimeoutMs: config.events.replayTimeoutMs, decodeThread: true },
+    { ...config.events, decodeThread: true },
     { logger: logger.child({ component: "events" }), now: nowMs },
   );
   const scrapes = new MetricsScraper({
@@ -85,6 +85,7 @@ export async function createService(
     inFlight,
     fleet,
     streams: () => pool.states(),
+    catchingUp: () => pool.catchingUp(),
     logger,
     nowMs,
   });
