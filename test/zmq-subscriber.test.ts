@@ -12,11 +12,11 @@ import { computeBlockKeys } from "../src/index/block-key.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
 import type { PrefixIndex } from "../src/index/types.js";
 import { DecodeThread } from "../src/ingest/decode-thread.js";
-import {
-  KvEventSubscriber,
-  type KvEventSubscriberDeps,
-  type KvEventSubscriberOptions,
-} from "../src/ingest/kv-event-subscriber.js";
+import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
+import type {
+  KvEventSubscriberDeps,
+  KvEventSubscriberOptions,
+} from "../src/ingest/subscriber-options.js";
 import { encodeEventBatch, type WireBatch } from "../src/protocol/event-encoder.js";
 import { workerKey } from "../src/protocol/worker.js";
 import {

@@ -8,6 +8,7 @@ import type { PrefixIndex } from "../index/types.js";
 import { tapeEventType } from "../protocol/event-tape.js";
 import type { EventBatch } from "../protocol/events.js";
 import type { WorkerKey } from "../protocol/worker.js";
+import type { LogSink } from "../util/log-sink.js";
 import type { BatchDecodeResult, StreamDecoder } from "./batch-decoder.js";
 import type { DecodeReply } from "./decode-thread.js";
 import type { StreamCounters } from "./stream-state.js";
@@ -69,4 +70,20 @@ export function applyBatch(
     c.applyErrors++;
     t.problem({ seq: String(seq), err: String(err) }, "kv events batch failed to apply");
   }
+}
+
+/** Log at most this many problems per stream, then one in `LOG_EVERY`. */
+const LOG_FIRST = 10;
+const LOG_EVERY = 1000;
+
+/** A stream's problem log: warnings with worker and occurrence number, rate-limited. */
+export function problemLog(
+  log: LogSink,
+  worker: WorkerKey,
+): (detail: Record<string, unknown>, msg: string) => void {
+  let n = 0;
+  return (detail, msg) => {
+    n++;
+    if (n <= LOG_FIRST || n % LOG_EVERY === 0) log.warn({ worker, occurrence: n, ...detail }, msg);
+  };
 }

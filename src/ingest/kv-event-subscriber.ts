@@ -23,61 +23,17 @@ import { parseWorkerKey, type WorkerKey } from "../protocol/worker.js";
 import { ReplayClient } from "../transport/replay-client.js";
 import { decodeSeq } from "../transport/seq.js";
 import { type LogSink, noopLogger } from "../util/log-sink.js";
-import { type ApplyTarget, applyBatch } from "./batch-apply.js";
+import { type ApplyTarget, applyBatch, problemLog } from "./batch-apply.js";
 import { createStreamDecoder, type StreamDecoder } from "./batch-decoder.js";
 import { type DecodeReply, DecodeThread, type LiveGroup, replyOf } from "./decode-thread.js";
-import type { ReplaySlots } from "./replay-slots.js";
+import { type ReplaySlots, withReplaySlot } from "./replay-slots.js";
 import { Sequencer, type SequencerAction } from "./sequencer.js";
-import { StreamCounters, type StreamFormat, type StreamState } from "./stream-state.js";
-
-export interface KvEventSubscriberOptions {
-  /** The (worker, dp rank) this stream feeds; the rank is checked against each batch. */
-  readonly worker: WorkerKey;
-  /** PUB endpoint to connect to, e.g. `tcp://10.0.0.5:5557`. */
-  readonly endpoint: string;
-  /** Replay ROUTER endpoint; null when the engine has none (gaps then clear the worker). */
-  readonly replayEndpoint: string | null;
-  /** SUB prefix filter; "" receives everything. */
-  readonly topic: string;
-  readonly format: StreamFormat;
-  /** Longest silence tolerated from the replay endpoint (one attempt). Default 2000. */
-  readonly replayTimeoutMs?: number;
-  /** Replays in a row that bring nothing new before the worker is cleared. Default 5. */
-  readonly replayMaxAttempts?: number;
-  /** Back-off before the n-th retry: replayBackoffMs × 2^(n−1). Default 200 ms. */
-  readonly replayBackoffMs?: number;
-  /** Cap of that back-off. Default 5000 ms. */
-  readonly replayBackoffMaxMs?: number;
-  /** ZeroMQ reconnect interval after the engine goes away. Default 100 ms. */
-  readonly reconnectIntervalMs?: number;
-  /** Cap of ZeroMQ's exponential reconnect back-off. Default 5000 ms. */
-  readonly reconnectMaxIntervalMs?: number;
-  /** SUB receive high-water mark in messages (0 = unlimited). Default 1,000,000. */
-  readonly receiveHighWaterMark?: number;
-  /** ZMTP heartbeat interval to detect dead peers, ms (0 = off). Default 10,000. */
-  readonly heartbeatIntervalMs?: number;
-  /** Decoder override (custom formats); default: a fresh one for `format`. */
-  readonly decoder?: StreamDecoder;
-  /**
-   * Receive and decode live batches on the process's decode thread (decode-thread.ts)
-   * while this thread applies earlier ones; replays stay here. Same order, outcomes and
-   * counters as without; only for the stateless vLLM/SGLang decoders (ignored for
-   * Mooncake or a custom `decoder`). Default false.
-   */
-  readonly decodeThread?: boolean;
-}
-
-export interface KvEventSubscriberDeps {
-  readonly logger?: LogSink;
-  /** Wall clock in ms, for `lastEventTimeMs`. Default `Date.now`. */
-  readonly now?: () => number;
-  /** Replay requests across streams wait for a slot here (`SubscriberPool` shares one). */
-  readonly replaySlots?: ReplaySlots;
-}
-
-/** Log at most this many decode errors per stream, then one in `LOG_EVERY`. */
-const LOG_FIRST = 10;
-const LOG_EVERY = 1000;
+import { StreamCounters, type StreamState } from "./stream-state.js";
+import {
+  type KvEventSubscriberDeps,
+  type KvEventSubscriberOptions,
+  subSocketSettings,
+} from "./subscriber-options.js";
 
 /** A batch as the sequencer carries it: bytes, and the decode thread's decode if any. */
 interface Batch {
@@ -105,7 +61,6 @@ export class KvEventSubscriber {
   #replayTask: Promise<void> = Promise.resolve();
   readonly #abort = new AbortController();
   #closed = false;
-  #problemsLogged = 0;
   readonly #thread: DecodeThread | null;
   /** This stream's id on the decode thread (−1: none). */
   #stream = -1;
@@ -137,7 +92,7 @@ export class KvEventSubscriber {
       index,
       decoder: this.#decoder,
       counters: this.#c,
-      problem: (detail, msg) => this.#logProblem(detail, msg),
+      problem: problemLog(this.#log, options.worker),
     };
     this.#thread =
       options.decodeThread === true &&
@@ -156,12 +111,9 @@ export class KvEventSubscriber {
     if (this.#thread !== null) {
       this.#stream = this.#thread.openStream(
         {
+          ...subSocketSettings(options),
           endpoint: options.endpoint,
           topic: options.topic,
-          receiveHighWaterMark: options.receiveHighWaterMark ?? 1_000_000,
-          reconnectInterval: options.reconnectIntervalMs ?? 100,
-          reconnectMaxInterval: options.reconnectMaxIntervalMs ?? 5000,
-          heartbeatInterval: options.heartbeatIntervalMs ?? 10_000,
           fieldOrder: options.format === "sglang" ? "sglang" : "vllm",
         },
         {
@@ -192,14 +144,11 @@ export class KvEventSubscriber {
   /** Receive on this thread: own SUB socket and receive loop. */
   #openSocket(): void {
     const options = this.#opts;
-    const heartbeat = options.heartbeatIntervalMs ?? 10_000;
+    const settings = subSocketSettings(options);
     const sub = new Subscriber({
       linger: 0,
-      receiveHighWaterMark: options.receiveHighWaterMark ?? 1_000_000,
-      reconnectInterval: options.reconnectIntervalMs ?? 100,
-      reconnectMaxInterval: options.reconnectMaxIntervalMs ?? 5000,
-      heartbeatInterval: heartbeat,
-      heartbeatTimeout: heartbeat * 3,
+      ...settings,
+      heartbeatTimeout: settings.heartbeatInterval * 3,
     });
     this.#sub = sub;
     sub.events.on("connect", () => this.#onConnect());
@@ -212,16 +161,20 @@ export class KvEventSubscriber {
   #onConnect(): void {
     if (this.#closed) return;
     this.#c.connected = true;
-    const { worker, endpoint } = this.#opts;
-    this.#log.info({ worker, endpoint }, "kv events connected");
+    this.#log.info(
+      { worker: this.#opts.worker, endpoint: this.#opts.endpoint },
+      "kv events connected",
+    );
     this.#run(this.#seq.connected());
   }
 
   #onDisconnect(): void {
     if (this.#closed) return;
     this.#c.connected = false;
-    const { worker, endpoint } = this.#opts;
-    this.#log.warn({ worker, endpoint }, "kv events disconnected");
+    this.#log.warn(
+      { worker: this.#opts.worker, endpoint: this.#opts.endpoint },
+      "kv events disconnected",
+    );
     this.#run(this.#seq.disconnected());
   }
 
@@ -323,7 +276,7 @@ export class KvEventSubscriber {
     const seq = frames === 3 ? decodeSeq(seqFrame!) : null;
     if (seq === null) {
       this.#c.malformedFrames++;
-      this.#logProblem({ frames }, "kv events message is not [topic, seq8, payload]");
+      this.#target.problem({ frames }, "kv events message is not [topic, seq8, payload]");
       return;
     }
     this.#run(this.#seq.live(seq, { bytes: payload!, decoded }));
@@ -373,44 +326,22 @@ export class KvEventSubscriber {
 
   /** One replay request: back-off, a pool slot, then read replies as they arrive. */
   async #requestReplay(from: bigint, delayMs: number): Promise<void> {
-    const signal = this.#abort.signal;
-    if (delayMs > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, delayMs);
-        const abort = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        signal.addEventListener("abort", abort, { once: true });
-      });
-    }
-    const release = this.#slots === undefined ? () => {} : await this.#slots.acquire(signal);
-    if (release === null || this.#closed) return;
-    try {
+    const outcome = await withReplaySlot(this.#slots, delayMs, this.#abort.signal, () => {
       this.#c.replays++;
-      const outcome = await this.#replay!.request(from, (seq, payload) => {
+      return this.#replay!.request(from, (seq, payload) => {
         if (this.#closed) return false;
         this.#run(this.#seq.replayed(seq, { bytes: payload, decoded: null }));
         return this.#seq.wantsReplies;
       });
-      if (this.#closed) return;
-      if (outcome.status === "failed") {
-        this.#c.replayFailures[outcome.reason]++;
-        this.#log.warn(
-          { worker: this.#opts.worker, from: String(from), ...outcome },
-          "kv events replay stopped early, resuming",
-        );
-      }
-      this.#run(this.#seq.replayEnded(outcome));
-    } finally {
-      release();
+    });
+    if (outcome === null || this.#closed) return;
+    if (outcome.status === "failed") {
+      this.#c.replayFailures[outcome.reason]++;
+      this.#log.warn(
+        { worker: this.#opts.worker, from: String(from), ...outcome },
+        "kv events replay stopped early, resuming",
+      );
     }
-  }
-
-  #logProblem(detail: Record<string, unknown>, msg: string): void {
-    const n = ++this.#problemsLogged;
-    if (n <= LOG_FIRST || n % LOG_EVERY === 0) {
-      this.#log.warn({ worker: this.#opts.worker, occurrence: n, ...detail }, msg);
-    }
+    this.#run(this.#seq.replayEnded(outcome));
   }
 }

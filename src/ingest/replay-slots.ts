@@ -59,3 +59,36 @@ export class ReplaySlots {
     };
   }
 }
+
+/**
+ * Wait `delayMs` (the back-off), then for a slot of `slots` (when given), then run
+ * `task` holding the slot. Null, without running `task`, when `signal` aborts first.
+ */
+export async function withReplaySlot<T>(
+  slots: ReplaySlots | undefined,
+  delayMs: number,
+  signal: AbortSignal,
+  task: () => Promise<T>,
+): Promise<T | null> {
+  if (delayMs > 0) {
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, delayMs);
+      signal.addEventListener("abort", done, { once: true });
+    });
+  }
+  const release = slots === undefined ? () => {} : await slots.acquire(signal);
+  if (release === null || signal.aborted) {
+    release?.();
+    return null;
+  }
+  try {
+    return await task();
+  } finally {
+    release();
+  }
+}

@@ -95,7 +95,10 @@ export class Sequencer<P> {
   #sawDisconnect = false;
   /** A reconnect happened during a replay: verify once it is over. */
   #checkPending = false;
-  /** Seqs in [dupLow, dupHigh] came by the last replay: their live copies are dropped. */
+  /**
+   * Seqs in [dupLow, dupHigh] came by replays since the last live batch applied: their
+   * live copies (queued meanwhile) are dropped.
+   */
   #dupLow: bigint | null = null;
   #dupHigh: bigint | null = null;
   /** Batches applied since the last reset (or start): is there anything to clear? */
@@ -144,9 +147,6 @@ export class Sequencer<P> {
   connected(): SequencerAction<P>[] {
     if (!this.#o.hasReplay) return this.#flush();
     if (this.#sawDisconnect) {
-      // Live batches queued from the old connection may come from an engine that has
-      // since restarted: drop them; if the stream is the same, replay brings them back.
-      this.#pending.clear();
       if (this.#replay !== null) this.#checkPending = true;
       else if (this.#last !== null && this.#lastPayload !== null) this.#beginVerify();
       else if (!this.#contacted) this.#beginReplay(0n, "contact", 0);
@@ -159,6 +159,11 @@ export class Sequencer<P> {
 
   disconnected(): SequencerAction<P>[] {
     this.#sawDisconnect = true;
+    // Live batches queued from this connection may come from an engine that restarts
+    // under the replay in flight: drop them (if the stream is the same, the replay brings
+    // them back), and check the stream once that replay is over.
+    this.#pending.clear();
+    if (this.#replay !== null && this.#o.hasReplay) this.#checkPending = true;
     return this.#flush();
   }
 
@@ -179,9 +184,17 @@ export class Sequencer<P> {
     const first = r.first;
     r.first = false;
     if (r.verify !== null && first) {
-      if (seq === this.#last && this.#o.same(r.verify, payload))
+      const last = this.#last!;
+      if (seq > last) {
+        // The buffer no longer reaches back to our last batch: whether the engine
+        // restarted or only moved on, what came between is lost.
+        this.#reset("unfilled_gap", `batch ${last} no longer buffered, replay starts at ${seq}`);
+        this.#apply(seq, payload, true);
+      } else if (seq === last && this.#o.same(r.verify, payload)) {
         this.#out.push({ kind: "duplicate" });
-      else r.stop = "restart"; // different bytes, or the engine no longer has our last batch
+      } else {
+        r.stop = "restart"; // other bytes under our last seq: another stream
+      }
       return this.#flush();
     }
     const expected = this.#expected();
@@ -208,6 +221,12 @@ export class Sequencer<P> {
     if (r === null) return this.#flush();
     this.#replay = null;
     const progress = this.#last !== r.startLast;
+    if (progress && this.#last !== null) {
+      // What this replay applied: live copies of it, queued meanwhile, are duplicates.
+      const from = r.startLast === null ? 0n : r.startLast + 1n;
+      if (this.#dupLow === null || from < this.#dupLow) this.#dupLow = from;
+      this.#dupHigh = this.#last;
+    }
     if (r.stop === "restart" || (end.status === "complete" && r.verify !== null && r.first)) {
       this.#reset("restart", "stream differs after reconnect");
       this.#forget();
@@ -242,8 +261,6 @@ export class Sequencer<P> {
       return this.#flush();
     }
     this.#checkPending = false;
-    this.#dupLow = r.from;
-    this.#dupHigh = this.#last;
     const head = this.#pending.peek();
     if (head !== undefined && head.seq > this.#expected() && !this.#isNext(head.seq) && !progress) {
       // A complete replay that brought nothing up to the queued batch cannot fill it.

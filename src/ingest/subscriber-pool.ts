@@ -8,9 +8,10 @@
 import type { PrefixIndex } from "../index/types.js";
 import { type WorkerKey, workerKey } from "../protocol/worker.js";
 import { endpointForRank } from "../transport/endpoint.js";
-import { KvEventSubscriber, type KvEventSubscriberDeps } from "./kv-event-subscriber.js";
+import { KvEventSubscriber } from "./kv-event-subscriber.js";
 import { ReplaySlots } from "./replay-slots.js";
 import type { StreamFormat, StreamState } from "./stream-state.js";
+import type { KvEventSubscriberDeps } from "./subscriber-options.js";
 
 /** One worker's event source, as configured. */
 export interface WorkerStreamConfig {
