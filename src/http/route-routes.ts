@@ -42,6 +42,7 @@ export function registerRouteRoutes(
         {
           tokenIds: b.token_ids,
           loraName: b.lora_name ?? null,
+          cacheSalt: b.cache_salt ?? null,
           requestId: b.request_id,
           model: b.model,
           overrides: b.overrides,
@@ -74,6 +75,7 @@ export function registerRouteRoutes(
       const report = router.match({
         tokenIds: b.token_ids,
         loraName: b.lora_name ?? null,
+        cacheSalt: b.cache_salt ?? null,
         model: b.model,
       });
       return reply.header("content-type", JSON_TYPE).send(writeMatch(report, catchingUp()));

@@ -38,6 +38,21 @@ const ROOT_CACHE_LIMIT = 4096;
 const BASE_ROOT: readonly [number, number] = Object.freeze([0, 0]) as readonly [number, number];
 const utf8 = new TextEncoder();
 
+/**
+ * The name a chain is rooted at: the LoRA adapter (null = base model), and the request's
+ * cache salt when there is one. vLLM folds the salt into the extra keys of the block
+ * that starts at token 0 (`generate_block_hash_extra_keys`), SGLang into the whole radix
+ * key (`RadixKey.extra_key`); either way every block of a salted prompt differs from the
+ * unsalted one's and equals another request's with the same salt. Folding the salt into
+ * the root, the parent of block 0, gives the router's keys exactly that property:
+ * `root(chainName(lora, salt))` (docs/block-keys.md). The NUL keeps it apart from any
+ * plain adapter name.
+ */
+export function chainName(adapter: string | null, cacheSalt: string | null): string | null {
+  if (cacheSalt === null || cacheSalt === "") return adapter;
+  return `${adapter ?? ""}\u0000salt:${cacheSalt}`;
+}
+
 /** Root key `[hi, lo]` of a LoRA adapter's chain; null or "" is the base model, `[0, 0]`. */
 export function rootKey(loraName: string | null): readonly [number, number] {
   if (loraName === null || loraName === "") return BASE_ROOT;

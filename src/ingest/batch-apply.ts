@@ -11,6 +11,7 @@ import type { WorkerKey } from "../protocol/worker.js";
 import type { LogSink } from "../util/log-sink.js";
 import type { BatchDecodeResult, StreamDecoder } from "./batch-decoder.js";
 import type { DecodeReply } from "./decode-thread.js";
+import { keyableStored } from "./extra-keys.js";
 import type { StreamCounters } from "./stream-state.js";
 import { applyTapeEvent } from "./tape-apply.js";
 
@@ -63,7 +64,9 @@ export function applyBatch(
       }
     } else {
       for (const event of batch!.events) {
-        c.countEvent(event.type, index.applyEvent(worker, event).status);
+        const keyable = event.type === "stored" ? keyableStored(event) : event;
+        if (keyable === null) c.countEvent("stored", "opaque_extra_keys");
+        else c.countEvent(event.type, index.applyEvent(worker, keyable).status);
       }
     }
   } catch (err) {
