@@ -14,6 +14,9 @@
  * The hot path hashes 32-bit words straight from the token array: no BigInt, no byte
  * buffer, no allocation per block. It is bit-for-bit the byte-oriented reference in
  * `murmur3.ts` (pinned by tests).
+ *
+ * Long file: the 16-token case is written out (`chain16`) beside the general loop; both
+ * must stay bit-identical, so they live together with the spec's constants.
  */
 
 import { murmur3X86x128 } from "./murmur3.js";

@@ -24,6 +24,9 @@
  * While a replay is in flight or waiting to be retried the stream is "catching up": the
  * index holds an older, consistent prefix of the engine's stream, and matches against
  * it are flagged as not current.
+ *
+ * Long file: one state machine; its rules interact (a reconnect during a replay, a
+ * restart under a resumed replay) and are read, tested and changed together.
  */
 
 import { PendingQueue } from "./pending-queue.js";

@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { encodeEventBatch, type WireBlockStored } from "./event-encoder.js";
 import { TapeWriter } from "./event-tape.js";
 import { tierOf } from "./events.js";
+import { classifyExtraKeys, OPAQUE_EXTRA } from "./extra-keys.js";
 import { decodeEventBatch, decodeEventTape } from "./vllm-codec.js";
-import { classifyExtraKeys, OPAQUE_EXTRA } from "./vllm-fields.js";
 
 const stored = (extra: Partial<WireBlockStored>): WireBlockStored => ({
   type: "BlockStored",
@@ -60,6 +60,11 @@ describe("extra keys (vLLM extra_keys, SGLang cache_salt)", () => {
     expect(e).toMatchObject({ type: "stored", cacheSalt: "salt-a", opaqueFrom: 2 });
     const plain = decodeOne(stored({ extraKeys: null }));
     expect(plain).not.toHaveProperty("cacheSalt");
+  });
+
+  it("makes an event with extra_keys it cannot read unkeyable, not undecodable", () => {
+    const e = decodeOne(stored({ extraFields: [["extra_keys", "not a list"]] }));
+    expect(e).toMatchObject({ type: "stored", opaqueFrom: 0 });
   });
 
   it("reads SGLang's cache_salt", () => {

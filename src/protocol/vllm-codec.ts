@@ -44,10 +44,10 @@ import {
   tierOf,
   tierOfMedium,
 } from "./events.js";
+import { classifyExtraKeys } from "./extra-keys.js";
 import { MsgpackFormatError, MsgpackReader, NOT_STR } from "./msgpack-reader.js";
 import { StrTable } from "./str-table.js";
 import {
-  classifyExtraKeys,
   emptySlots,
   F_BLOCK_HASHES,
   type FieldSlots,
