@@ -100,5 +100,7 @@ describe("a stream catching up is flagged in the HTTP answers", () => {
     const stream = workers.workers.find((w: Json) => w.id === "e0").ranks[0].stream;
     expect(stream.current).toBe(false);
     expect(stream.replaying).toBe(true);
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toMatch(/^kvrouter_events_current\{worker="e0#0"\} 0$/m);
   });
 });
