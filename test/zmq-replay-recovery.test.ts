@@ -244,7 +244,9 @@ describe("a router restart facing many engines", () => {
       }
       const index = new RecordingIndex();
       const pool = new SubscriberPool(index, {
-        replayTimeoutMs: 500,
+        // The default: on a loaded machine a shorter silence is often CPU starvation,
+        // and replays that time out 6 times in a row with nothing new clear the worker.
+        replayTimeoutMs: 2000,
         replayBackoffMs: 20,
         reconnectIntervalMs: 20,
         reconnectMaxIntervalMs: 100,
@@ -268,7 +270,17 @@ describe("a router restart facing many engines", () => {
         () => pool.states().every((s) => s.lastSeq === last && s.current),
         120_000,
         50,
-      );
+      ).catch((err: Error) => {
+        const brief = pool.states().map((s) => ({
+          worker: s.worker,
+          lastSeq: String(s.lastSeq),
+          current: s.current,
+          replays: s.replays,
+          failures: s.replayFailures,
+          resets: s.resets,
+        }));
+        throw new Error(`${err.message}: ${JSON.stringify(brief)}`);
+      });
       for (let i = 0; i < ENGINES; i++) {
         expect(index.of(workerKey(`e${i}`, 0))).toEqual(held(BATCHES, i * 1_000_000, KEEP_MANY));
       }
