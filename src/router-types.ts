@@ -41,6 +41,8 @@ export interface RouterDeps {
 export interface RouteRequest {
   readonly tokenIds: ArrayLike<number>;
   readonly loraName?: string | null;
+  /** The request's cache salt (vLLM/SGLang `cache_salt`): only same-salt blocks match. */
+  readonly cacheSalt?: string | null;
   /** Caller's id, used later for first-token / done reports; generated when absent. */
   readonly requestId?: string;
   /** Only workers serving this model (or any model) are candidates. */

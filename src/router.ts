@@ -5,7 +5,7 @@
  * no I/O, takes time as an argument and randomness/clock as dependencies.
  */
 
-import { computeBlockKeys } from "./index/block-key.js";
+import { chainName, computeBlockKeys } from "./index/block-key.js";
 import type { WorkerMatch } from "./index/types.js";
 import { effectiveLoad } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
@@ -118,7 +118,7 @@ export class Router {
         : fail("no_workers", "no routable worker is registered", t0, t0, t0, t0);
     }
     const blockSize = d.index.blockSize;
-    const keys = computeBlockKeys(req.tokenIds, blockSize, req.loraName ?? null);
+    const keys = computeBlockKeys(req.tokenIds, blockSize, chainOf(req));
     const t1 = clock();
     const matches = d.index.findMatches(keys);
     const t2 = clock();
@@ -184,10 +184,10 @@ export class Router {
   }
 
   /** Overlap of the prompt per routable worker and tier. No side effects. */
-  match(req: Pick<RouteRequest, "tokenIds" | "loraName" | "model">): MatchReport {
+  match(req: Pick<RouteRequest, "tokenIds" | "loraName" | "cacheSalt" | "model">): MatchReport {
     const d = this.#d;
     const blockSize = d.index.blockSize;
-    const keys = computeBlockKeys(req.tokenIds, blockSize, req.loraName ?? null);
+    const keys = computeBlockKeys(req.tokenIds, blockSize, chainOf(req));
     const matches = d.index.findMatches(keys);
     const byWorker = indexMatches(matches.workers);
     const store = this.#storeOverlap(matches.workers);
@@ -279,4 +279,9 @@ function fail(
     error: { code, message },
     timings: { hashMs: t1 - t0, matchMs: t2 - t1, scoreMs: t3 - t2 },
   };
+}
+
+/** The chain a request's keys are rooted at: its adapter and cache salt. */
+function chainOf(req: Pick<RouteRequest, "loraName" | "cacheSalt">): string | null {
+  return chainName(req.loraName ?? null, req.cacheSalt ?? null);
 }

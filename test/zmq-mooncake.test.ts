@@ -73,6 +73,11 @@ describe("Mooncake stream over ZeroMQ", () => {
     expect(s.events["stored/applied"]).toBe(3);
     expect(s.events["removed/applied"]).toBe(1);
     expect(s.decodeErrors.not_msgpack).toBe(1);
-    expect(s.resets).toEqual({ restart: 0, unfilled_gap: 0, startup_hole: startupHoles });
+    expect(s.resets).toEqual({
+      restart: 0,
+      unfilled_gap: 0,
+      startup_hole: startupHoles,
+      replay_failed: 0,
+    });
   });
 });

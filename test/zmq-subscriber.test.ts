@@ -12,11 +12,11 @@ import { computeBlockKeys } from "../src/index/block-key.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
 import type { PrefixIndex } from "../src/index/types.js";
 import { DecodeThread } from "../src/ingest/decode-thread.js";
-import {
-  KvEventSubscriber,
-  type KvEventSubscriberDeps,
-  type KvEventSubscriberOptions,
-} from "../src/ingest/kv-event-subscriber.js";
+import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
+import type {
+  KvEventSubscriberDeps,
+  KvEventSubscriberOptions,
+} from "../src/ingest/subscriber-options.js";
 import { encodeEventBatch, type WireBatch } from "../src/protocol/event-encoder.js";
 import { workerKey } from "../src/protocol/worker.js";
 import {
@@ -113,7 +113,7 @@ describe.each([false, true])("KvEventSubscriber over ZeroMQ (decodeThread: %s)",
     expect(s.lastSeq).toBe(29n);
     expect(s.batches).toBe(30);
     expect(s.events["stored/applied"]).toBe(30);
-    expect(s.resets).toEqual({ restart: 0, unfilled_gap: 0, startup_hole: 0 });
+    expect(s.resets).toEqual({ restart: 0, unfilled_gap: 0, startup_hole: 0, replay_failed: 0 });
     expect(s.replays).toBeGreaterThanOrEqual(1);
     expect(s.lastEventTimeMs).not.toBeNull();
     await waitFor("connected", () => sub.state().connected);
@@ -178,7 +178,7 @@ describe.each([false, true])("KvEventSubscriber over ZeroMQ (decodeThread: %s)",
   });
 
   it.each(["absent", "silent"] as const)(
-    "times out when the replay endpoint is %s, clears the worker and goes on",
+    "times out when the replay endpoint is %s: retries, then clears the worker and goes on",
     async (kind) => {
       const index = new RecordingIndex();
       const pub = await publisher({ replayEndpoint: null });
@@ -191,7 +191,12 @@ describe.each([false, true])("KvEventSubscriber over ZeroMQ (decodeThread: %s)",
       } else {
         replayEndpoint = `tcp://127.0.0.1:${await freePortRange(1)}`;
       }
-      const sub = subscriber(index, pub, { replayEndpoint, replayTimeoutMs: 200 });
+      const sub = subscriber(index, pub, {
+        replayEndpoint,
+        replayTimeoutMs: 200,
+        replayMaxAttempts: 1,
+        replayBackoffMs: 10,
+      });
       await untilLive(pub, sub);
       pub.publish(storedBatch([1n]));
       pub.dropNext(1);
@@ -201,8 +206,11 @@ describe.each([false, true])("KvEventSubscriber over ZeroMQ (decodeThread: %s)",
       await waitFor("drained", () => index.of(W).length === 1);
       expect(index.of(W)).toEqual([hex(3n)]);
       const s = sub.state();
-      expect(s.replayFailures.timeout).toBeGreaterThanOrEqual(2); // first contact + the gap
-      expect(s.resets.unfilled_gap).toBe(1);
+      // First contact and the gap: each tried twice (one retry) before giving up.
+      expect(s.replayFailures.timeout).toBeGreaterThanOrEqual(4);
+      expect(s.resets.replay_failed).toBe(1);
+      expect(s.resets.unfilled_gap).toBe(0);
+      expect(s.current).toBe(true);
       expect(s.replaying).toBe(false);
     },
   );
@@ -432,7 +440,7 @@ describe.each([false, true])("KvEventSubscriber over ZeroMQ (decodeThread: %s)",
     await waitFor("reconnect check", () => sub.state().lastSeq === 5n && !sub.state().replaying);
     expect(index.of(W)).toEqual(range(1, 7).map(hex));
     const s = sub.state();
-    expect(s.resets).toEqual({ restart: 0, unfilled_gap: 0, startup_hole: 0 });
+    expect(s.resets).toEqual({ restart: 0, unfilled_gap: 0, startup_hole: 0, replay_failed: 0 });
     expect(s.duplicates).toBeGreaterThanOrEqual(1); // the compared batch
   });
 

@@ -105,8 +105,15 @@ export interface InFlightConfig {
 }
 
 export interface EventsConfig {
-  /** How long a replay request may take before the worker's state is declared unknown. */
+  /** Longest silence from a replay endpoint before that attempt stops (and is resumed). */
   readonly replayTimeoutMs: number;
+  /** Replays in a row that bring nothing new before the worker is cleared. */
+  readonly replayMaxAttempts: number;
+  /** Back-off before the n-th retry: replayBackoffMs × 2^(n−1), at most replayBackoffMaxMs. */
+  readonly replayBackoffMs: number;
+  readonly replayBackoffMaxMs: number;
+  /** Replay requests running at once across every engine. */
+  readonly maxConcurrentReplays: number;
 }
 
 /** Active-active replicas sharing predicted load through Redis (`docs/replicas.md`). */

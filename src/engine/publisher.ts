@@ -37,6 +37,13 @@ export interface EnginePublisherOptions {
   readonly sendHighWaterMark?: number;
   /** First sequence number. Default 0 (vLLM, SGLang; Mooncake main starts at 1). */
   readonly firstSeq?: bigint;
+  /**
+   * Send high-water mark of the replay ROUTER, in messages. Set, the ROUTER behaves as
+   * vLLM's does (a plain `zmq.ROUTER`, HWM 1000, `send_multipart` without
+   * ROUTER_MANDATORY): replies past the mark are dropped silently, end marker included,
+   * when the requester reads slower than they are sent. Default: unlimited, no drops.
+   */
+  readonly replaySendHighWaterMark?: number;
 }
 
 interface Buffered {
@@ -121,7 +128,11 @@ export class EnginePublisher {
     try {
       await bindWithRetry(pub, endpointForRank(options.endpoint, rank));
       if (options.replayEndpoint != null) {
-        router = new Router({ linger: 0, mandatory: true, sendHighWaterMark: 0 });
+        const hwm = options.replaySendHighWaterMark;
+        router =
+          hwm === undefined
+            ? new Router({ linger: 0, mandatory: true, sendHighWaterMark: 0 })
+            : new Router({ linger: 0, mandatory: false, sendHighWaterMark: hwm });
         await bindWithRetry(router, endpointForRank(options.replayEndpoint, rank));
       }
     } catch (err) {

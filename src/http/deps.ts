@@ -26,6 +26,11 @@ export interface AppDeps {
   readonly fleet: FleetControl;
   /** Every event stream's state (e.g. `SubscriberPool.states`). */
   readonly streams: () => readonly StreamState[];
+  /**
+   * Keys of the streams catching up now (cheap; read on every route and match, e.g.
+   * `SubscriberPool.catchingUp`). Absent: every stream counts as current.
+   */
+  readonly catchingUp?: () => ReadonlySet<string>;
   readonly logger: Logger;
   /** Wall clock in ms (staleness, TTLs). */
   readonly nowMs: () => number;

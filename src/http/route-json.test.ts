@@ -88,8 +88,11 @@ const match: fc.Arbitrary<MatchReport> = fc.record({
 describe("route JSON writers", () => {
   it("write exactly JSON.stringify of the decision object", () => {
     fc.assert(
-      fc.property(decision, (d) => {
+      fc.property(decision, fc.boolean(), (d, flag) => {
         expect(writeDecision(d)).toBe(JSON.stringify(decisionJson(d)));
+        // A worker whose stream is catching up is flagged `current: false`.
+        const notCurrent = new Set(flag ? d.candidates.slice(0, 1).map((c) => c.worker) : []);
+        expect(writeDecision(d, notCurrent)).toBe(JSON.stringify(decisionJson(d, notCurrent)));
       }),
       { numRuns: 300 },
     );
@@ -97,8 +100,10 @@ describe("route JSON writers", () => {
 
   it("write exactly JSON.stringify of the match object", () => {
     fc.assert(
-      fc.property(match, (m) => {
+      fc.property(match, fc.boolean(), (m, flag) => {
         expect(writeMatch(m)).toBe(JSON.stringify(matchJson(m)));
+        const notCurrent = new Set(flag ? m.workers.slice(0, 1).map((w) => w.worker) : []);
+        expect(writeMatch(m, notCurrent)).toBe(JSON.stringify(matchJson(m, notCurrent)));
       }),
       { numRuns: 300 },
     );

@@ -11,7 +11,15 @@
 import type { MatchReport, RouteDecision } from "../router.js";
 import type { CandidateBreakdown } from "../scheduler/types.js";
 
-function candidateJson(c: CandidateBreakdown) {
+/**
+ * Worker keys whose event stream is catching up (a replay in flight or due): what the
+ * index holds for them is an older prefix of their stream, so their overlap is reported
+ * with `current: false`.
+ */
+export type NotCurrent = ReadonlySet<string>;
+const NONE: NotCurrent = new Set();
+
+function candidateJson(c: CandidateBreakdown, notCurrent: NotCurrent) {
   return {
     worker: c.worker,
     overlap_blocks: {
@@ -20,6 +28,7 @@ function candidateJson(c: CandidateBreakdown) {
       disk: c.overlap.disk,
       store: c.overlap.store,
     },
+    current: !notCurrent.has(c.worker),
     new_prefill_blocks: c.newPrefillBlocks,
     cost: {
       prefill: c.prefillCost,
@@ -44,7 +53,7 @@ function candidateJson(c: CandidateBreakdown) {
 }
 
 /** The body of a `/v1/route` answer as an object (the definition `writeDecision` follows). */
-export function decisionJson(d: RouteDecision) {
+export function decisionJson(d: RouteDecision, notCurrent: NotCurrent = NONE) {
   return {
     request_id: d.requestId,
     worker: { id: d.workerId, rank: d.dpRank, key: d.worker, url: d.url, model: d.model },
@@ -62,7 +71,7 @@ export function decisionJson(d: RouteDecision) {
     },
     kv_mean: d.kvMean,
     kv_std: d.kvStd,
-    candidates: d.candidates.map(candidateJson),
+    candidates: d.candidates.map((c) => candidateJson(c, notCurrent)),
     timings_ms: {
       hashing: d.timings.hashMs,
       matching: d.timings.matchMs,
@@ -72,7 +81,7 @@ export function decisionJson(d: RouteDecision) {
 }
 
 /** The body of a `/v1/match` answer as an object (the definition `writeMatch` follows). */
-export function matchJson(m: MatchReport) {
+export function matchJson(m: MatchReport, notCurrent: NotCurrent = NONE) {
   return {
     prompt_tokens: m.promptTokens,
     prompt_blocks: m.promptBlocks,
@@ -85,6 +94,7 @@ export function matchJson(m: MatchReport) {
       model: w.model,
       overlap_blocks: { gpu: w.gpu, host: w.host, disk: w.disk, store: w.store },
       cached_tokens: w.cachedTokens,
+      current: !notCurrent.has(w.worker),
     })),
   };
 }
@@ -95,13 +105,13 @@ const numOrNull = (x: number | null): string => (x === null ? "null" : num(x));
 const str = (s: string): string => JSON.stringify(s);
 const strOrNull = (s: string | null): string => (s === null ? "null" : JSON.stringify(s));
 
-function writeCandidate(c: CandidateBreakdown): string {
+function writeCandidate(c: CandidateBreakdown, notCurrent: NotCurrent): string {
   const o = c.overlap;
   const l = c.load;
   return (
     `{"worker":${str(c.worker)},` +
     `"overlap_blocks":{"gpu":${num(o.gpu)},"host":${num(o.host)},"disk":${num(o.disk)},"store":${num(o.store)}},` +
-    `"new_prefill_blocks":${num(c.newPrefillBlocks)},` +
+    `"current":${!notCurrent.has(c.worker)},"new_prefill_blocks":${num(c.newPrefillBlocks)},` +
     `"cost":{"prefill":${num(c.prefillCost)},"decode":${num(c.decodeCost)},"queue":${num(c.queueCost)},` +
     `"stale_penalty":${num(c.stalePenalty)},"total":${num(c.totalCost)}},` +
     `"load":{"pending_prefill_tokens":${num(l.pendingPrefillTokens)},"active_blocks":${num(l.activeBlocks)},` +
@@ -112,7 +122,7 @@ function writeCandidate(c: CandidateBreakdown): string {
 }
 
 /** `JSON.stringify(decisionJson(d))`, written directly. */
-export function writeDecision(d: RouteDecision): string {
+export function writeDecision(d: RouteDecision, notCurrent: NotCurrent = NONE): string {
   let out =
     `{"request_id":${str(d.requestId)},` +
     `"worker":{"id":${str(d.workerId)},"rank":${num(d.dpRank)},"key":${str(d.worker)},` +
@@ -125,13 +135,13 @@ export function writeDecision(d: RouteDecision): string {
     `"kv_mean":${numOrNull(d.kvMean)},"kv_std":${numOrNull(d.kvStd)},"candidates":[`;
   const cs = d.candidates;
   for (let i = 0; i < cs.length; i++)
-    out += i === 0 ? writeCandidate(cs[i]!) : `,${writeCandidate(cs[i]!)}`;
+    out += i === 0 ? writeCandidate(cs[i]!, notCurrent) : `,${writeCandidate(cs[i]!, notCurrent)}`;
   const t = d.timings;
   return `${out}],"timings_ms":{"hashing":${num(t.hashMs)},"matching":${num(t.matchMs)},"scoring":${num(t.scoreMs)}}}`;
 }
 
 /** `JSON.stringify(matchJson(m))`, written directly. */
-export function writeMatch(m: MatchReport): string {
+export function writeMatch(m: MatchReport, notCurrent: NotCurrent = NONE): string {
   let out =
     `{"prompt_tokens":${num(m.promptTokens)},"prompt_blocks":${num(m.promptBlocks)},` +
     `"block_size":${num(m.blockSize)},"store_blocks":${num(m.store)},"workers":[`;
@@ -141,7 +151,8 @@ export function writeMatch(m: MatchReport): string {
     out +=
       `${i === 0 ? "" : ","}{"worker":${str(w.worker)},"id":${str(w.workerId)},"rank":${num(w.dpRank)},` +
       `"model":${strOrNull(w.model)},"overlap_blocks":{"gpu":${num(w.gpu)},"host":${num(w.host)},` +
-      `"disk":${num(w.disk)},"store":${num(w.store)}},"cached_tokens":${num(w.cachedTokens)}}`;
+      `"disk":${num(w.disk)},"store":${num(w.store)}},"cached_tokens":${num(w.cachedTokens)},` +
+      `"current":${!notCurrent.has(w.worker)}}`;
   }
   return `${out}]}`;
 }

@@ -41,6 +41,8 @@ export function registerRouteRoutes(
         : [requireBearer(limits.decisionToken, "server.decisionToken")],
     config: { maxJsonDepth: 3 },
   };
+  const none: ReadonlySet<string> = new Set();
+  const catchingUp = deps.catchingUp ?? (() => none);
 
   app.post<{ Body: RouteBody }>(
     "/v1/route",
@@ -51,6 +53,7 @@ export function registerRouteRoutes(
         {
           tokenIds: b.token_ids,
           loraName: b.lora_name ?? null,
+          cacheSalt: b.cache_salt ?? null,
           requestId: b.request_id,
           model: b.model,
           overrides: b.overrides,
@@ -81,7 +84,7 @@ export function registerRouteRoutes(
         scoringMs: t.scoreMs,
         totalMs: t.hashMs + t.matchMs + t.scoreMs,
       });
-      return reply.header("content-type", JSON_TYPE).send(writeDecision(d));
+      return reply.header("content-type", JSON_TYPE).send(writeDecision(d, catchingUp()));
     },
   );
 
@@ -93,9 +96,10 @@ export function registerRouteRoutes(
       const report = router.match({
         tokenIds: b.token_ids,
         loraName: b.lora_name ?? null,
+        cacheSalt: b.cache_salt ?? null,
         model: b.model,
       });
-      return reply.header("content-type", JSON_TYPE).send(writeMatch(report));
+      return reply.header("content-type", JSON_TYPE).send(writeMatch(report, catchingUp()));
     },
   );
 }

@@ -52,6 +52,7 @@ export interface MatchBody {
   readonly model?: string;
   readonly token_ids: number[];
   readonly lora_name?: string | null;
+  readonly cache_salt?: string | null;
 }
 
 export interface RouteBody extends MatchBody {
@@ -77,6 +78,7 @@ export function matchBodySchema(limits: SchemaLimits) {
       model: name,
       token_ids: tokenIds(limits),
       lora_name: { ...name, type: ["string", "null"] },
+      cache_salt: { type: ["string", "null"], maxLength: 1024 },
     },
   } as const;
 }

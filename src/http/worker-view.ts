@@ -60,6 +60,7 @@ export function streamJson(s: StreamState) {
     replay_endpoint: s.replayEndpoint,
     connected: s.connected,
     replaying: s.replaying,
+    current: s.current,
     last_seq: s.lastSeq === null ? null : s.lastSeq.toString(),
     last_event_time_ms: s.lastEventTimeMs,
     batches: s.batches,

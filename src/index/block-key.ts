@@ -14,6 +14,9 @@
  * The hot path hashes 32-bit words straight from the token array: no BigInt, no byte
  * buffer, no allocation per block. It is bit-for-bit the byte-oriented reference in
  * `murmur3.ts` (pinned by tests).
+ *
+ * Long file: the 16-token case is written out (`chain16`) beside the general loop; both
+ * must stay bit-identical, so they live together with the spec's constants.
  */
 
 import { murmur3X86x128 } from "./murmur3.js";
@@ -37,6 +40,21 @@ const rootCache = new Map<string, readonly [number, number]>();
 const ROOT_CACHE_LIMIT = 4096;
 const BASE_ROOT: readonly [number, number] = Object.freeze([0, 0]) as readonly [number, number];
 const utf8 = new TextEncoder();
+
+/**
+ * The name a chain is rooted at: the LoRA adapter (null = base model), and the request's
+ * cache salt when there is one. vLLM folds the salt into the extra keys of the block
+ * that starts at token 0 (`generate_block_hash_extra_keys`), SGLang into the whole radix
+ * key (`RadixKey.extra_key`); either way every block of a salted prompt differs from the
+ * unsalted one's and equals another request's with the same salt. Folding the salt into
+ * the root, the parent of block 0, gives the router's keys exactly that property:
+ * `root(chainName(lora, salt))` (docs/block-keys.md). The NUL keeps it apart from any
+ * plain adapter name.
+ */
+export function chainName(adapter: string | null, cacheSalt: string | null): string | null {
+  if (cacheSalt === null || cacheSalt === "") return adapter;
+  return `${adapter ?? ""}\u0000salt:${cacheSalt}`;
+}
 
 /** Root key `[hi, lo]` of a LoRA adapter's chain; null or "" is the base model, `[0, 0]`. */
 export function rootKey(loraName: string | null): readonly [number, number] {

@@ -1,98 +1,49 @@
 /**
- * One engine stream (a worker and one data-parallel rank) into the prefix index.
+ * One engine stream (a worker and one data-parallel rank) into the prefix index: the
+ * transport around the pure `Sequencer` (sequencer.ts, which holds every ordering rule:
+ * gaps, replays and their retries, restarts, reconnect checks, first contact) and
+ * `applyBatch` (batch-apply.ts, decode and apply with counters).
  *
- * A SUB socket receives `[topic, seq, payload]` (wire-formats §1). Batches are applied
- * strictly in sequence order and synchronously, so the index always reflects a prefix
- * of the engine's stream. What breaks the order is repaired or made explicit:
- *
- * - a gap (seq jumps ahead) asks the engine's replay endpoint for the missing batches;
- *   live batches wait in a queue meanwhile and are applied after, duplicates dropped;
- * - a hole replay cannot fill (buffer too short, no endpoint, timeout) and a sequence
- *   going backwards (engine restart) drop the worker from the index: its state is
- *   unknown, and an empty entry only costs cache hits, while a stale one misroutes;
- * - on first contact the subscriber replays from 0 to recover what the engine still
- *   buffers (a router restart then loses nothing the engine kept);
- * - after a reconnect it replays from the last seq it applied and compares that batch
- *   with its own copy: a different or missing batch means the engine restarted (its
- *   seq went back to 0) even if the new stream is already past our seq or quiet.
+ * A SUB socket receives `[topic, seq, payload]` (wire-formats §1) and a `ReplayClient`
+ * asks the engine's replay ROUTER for batches when the sequencer says so, after the
+ * back-off it says, once a pool-wide replay slot is free. Socket connect/disconnect
+ * events go to the sequencer too (a late engine gets its first-contact replay when it
+ * connects; a reconnect is checked for an engine restart).
  *
  * Nothing escapes: decode errors, malformed frames and socket failures are counted in
  * `state()` and logged, and `close()` always completes.
  *
  * With `decodeThread`, the SUB socket lives on the decode thread, which also decodes;
  * messages arrive here in groups, in order, and go through the same steps.
- *
- * Long file: transport, sequencing and apply in one class; the sequencing rules are
- * being moved into a pure sequencer (see docs/ingestion.md).
  */
 
 import "../transport/zmq-context.js"; // before any socket: room for > 1,023 sockets
 import { Subscriber } from "zeromq";
 import type { PrefixIndex } from "../index/types.js";
-import { tapeEventType } from "../protocol/event-tape.js";
-import type { EventBatch } from "../protocol/events.js";
 import { parseWorkerKey, type WorkerKey } from "../protocol/worker.js";
-import { ReplayClient, type ReplayOutcome } from "../transport/replay-client.js";
+import { ReplayClient } from "../transport/replay-client.js";
 import { decodeSeq } from "../transport/seq.js";
 import { type LogSink, noopLogger } from "../util/log-sink.js";
 import { applySlicer } from "./apply-slicer.js";
-import {
-  type BatchDecodeResult,
-  createStreamDecoder,
-  type StreamDecoder,
-} from "./batch-decoder.js";
+import { type ApplyTarget, applyBatch, problemLog } from "./batch-apply.js";
+import { createStreamDecoder, type StreamDecoder } from "./batch-decoder.js";
 import { type DecodeReply, DecodeThread, type LiveGroup, replyOf } from "./decode-thread.js";
-import { PendingQueue } from "./pending-queue.js";
+import { type ReplaySlots, withReplaySlot } from "./replay-slots.js";
+import { Sequencer, type SequencerAction } from "./sequencer.js";
+import { StreamCounters, type StreamState } from "./stream-state.js";
 import {
-  type ResetReason,
-  StreamCounters,
-  type StreamFormat,
-  type StreamState,
-} from "./stream-state.js";
-import { applyTapeEvent } from "./tape-apply.js";
+  type KvEventSubscriberDeps,
+  type KvEventSubscriberOptions,
+  subSocketSettings,
+} from "./subscriber-options.js";
 
-export interface KvEventSubscriberOptions {
-  /** The (worker, dp rank) this stream feeds; the rank is checked against each batch. */
-  readonly worker: WorkerKey;
-  /** PUB endpoint to connect to, e.g. `tcp://10.0.0.5:5557`. */
-  readonly endpoint: string;
-  /** Replay ROUTER endpoint; null when the engine has none (gaps then clear the worker). */
-  readonly replayEndpoint: string | null;
-  /** SUB prefix filter; "" receives everything. */
-  readonly topic: string;
-  readonly format: StreamFormat;
-  /** Longest silence tolerated from the replay endpoint before giving up. Default 2000. */
-  readonly replayTimeoutMs?: number;
-  /** ZeroMQ reconnect interval after the engine goes away. Default 100 ms. */
-  readonly reconnectIntervalMs?: number;
-  /** Cap of ZeroMQ's exponential reconnect back-off. Default 5000 ms. */
-  readonly reconnectMaxIntervalMs?: number;
-  /** SUB receive high-water mark in messages (0 = unlimited). Default 1,000,000. */
-  readonly receiveHighWaterMark?: number;
-  /** ZMTP heartbeat interval to detect dead peers, ms (0 = off). Default 10,000. */
-  readonly heartbeatIntervalMs?: number;
-  /** Decoder override (custom formats); default: a fresh one for `format`. */
-  readonly decoder?: StreamDecoder;
-  /**
-   * Receive and decode live batches on the process's decode thread (decode-thread.ts)
-   * while this thread applies earlier ones; replays stay here. Same order, outcomes and
-   * counters as without; only for the stateless vLLM/SGLang decoders (ignored for
-   * Mooncake or a custom `decoder`). Default false.
-   */
-  readonly decodeThread?: boolean;
+/** A batch as the sequencer carries it: bytes, and the decode thread's decode if any. */
+interface Batch {
+  readonly bytes: Uint8Array;
+  readonly decoded: DecodeReply | null;
 }
 
-export interface KvEventSubscriberDeps {
-  readonly logger?: LogSink;
-  /** Wall clock in ms, for `lastEventTimeMs`. Default `Date.now`. */
-  readonly now?: () => number;
-  /** The SUB socket connected (true) or lost its publisher (false): a liveness signal. */
-  readonly onConnection?: (worker: WorkerKey, connected: boolean) => void;
-}
-
-/** Log at most this many decode errors per stream, then one in `LOG_EVERY`. */
-const LOG_FIRST = 10;
-const LOG_EVERY = 1000;
+const sameBytes = (a: Batch, b: Batch) => Buffer.compare(a.bytes, b.bytes) === 0;
 
 export class KvEventSubscriber {
   readonly #opts: KvEventSubscriberOptions;
@@ -101,30 +52,18 @@ export class KvEventSubscriber {
   readonly #now: () => number;
   readonly #onConnection: KvEventSubscriberDeps["onConnection"];
   readonly #decoder: StreamDecoder;
-  readonly #dpRank: number;
-  /** The first seq a fresh publisher sends: 0 (vLLM, SGLang) or 1 (Mooncake main). */
-  readonly #firstSeq: bigint;
   readonly #c = new StreamCounters();
+  readonly #seq: Sequencer<Batch>;
+  readonly #target: ApplyTarget;
+  readonly #slots: ReplaySlots | undefined;
   /** The SUB socket, when this thread receives (not with a decode thread). */
   #sub: Subscriber | null = null;
   readonly #replay: ReplayClient | null;
-  readonly #pending = new PendingQueue();
   #loop: Promise<void> = Promise.resolve();
   #closing: Promise<void> | null = null;
   #replayTask: Promise<void> = Promise.resolve();
+  readonly #abort = new AbortController();
   #closed = false;
-  /** Seqs in [dupLow, dupHigh] were delivered by the last replay: live copies are dropped. */
-  #dupLow: bigint | null = null;
-  #dupHigh: bigint | null = null;
-  #problemsLogged = 0;
-  /** The payload of the last applied batch, to recognise the same stream after a reconnect. */
-  #lastPayload: Uint8Array | null = null;
-  #sawDisconnect = false;
-  /** During a reconnect check: our copy of batch `lastSeq`, until the first reply is seen. */
-  #verify: Uint8Array | null = null;
-  #restartSeen = false;
-  /** A reconnect happened during a replay: verify the stream once that replay is done. */
-  #checkPending = false;
   readonly #thread: DecodeThread | null;
   /** This stream's id on the decode thread (−1: none). */
   #stream = -1;
@@ -141,9 +80,24 @@ export class KvEventSubscriber {
     this.#log = deps.logger ?? noopLogger;
     this.#now = deps.now ?? Date.now;
     this.#onConnection = deps.onConnection;
+    this.#slots = deps.replaySlots;
     this.#decoder = options.decoder ?? createStreamDecoder(options.format);
-    this.#dpRank = parseWorkerKey(options.worker).dpRank;
-    this.#firstSeq = options.format === "mooncake" ? 1n : 0n;
+    this.#seq = new Sequencer<Batch>({
+      firstSeq: options.format === "mooncake" ? 1n : 0n,
+      hasReplay: options.replayEndpoint !== null,
+      maxAttempts: options.replayMaxAttempts,
+      backoffMs: options.replayBackoffMs,
+      backoffMaxMs: options.replayBackoffMaxMs,
+      same: sameBytes,
+    });
+    this.#target = {
+      worker: options.worker,
+      dpRank: parseWorkerKey(options.worker).dpRank,
+      index,
+      decoder: this.#decoder,
+      counters: this.#c,
+      problem: problemLog(this.#log, options.worker),
+    };
     this.#thread =
       options.decodeThread === true &&
       options.decoder === undefined &&
@@ -161,12 +115,9 @@ export class KvEventSubscriber {
     if (this.#thread !== null) {
       this.#stream = this.#thread.openStream(
         {
+          ...subSocketSettings(options),
           endpoint: options.endpoint,
           topic: options.topic,
-          receiveHighWaterMark: options.receiveHighWaterMark ?? 1_000_000,
-          reconnectInterval: options.reconnectIntervalMs ?? 100,
-          reconnectMaxInterval: options.reconnectMaxIntervalMs ?? 5000,
-          heartbeatInterval: options.heartbeatIntervalMs ?? 10_000,
           fieldOrder: options.format === "sglang" ? "sglang" : "vllm",
         },
         {
@@ -186,26 +137,22 @@ export class KvEventSubscriber {
 
   /**
    * First contact, once the SUB socket is connecting (at once, or when the decode thread
-   * says so): recover by replay whatever the engine still buffers. Live batches queue
-   * meanwhile.
+   * says so): recover by replay whatever the engine still buffers.
    */
   #firstContact(): void {
     if (this.#contacted || this.#closed) return;
     this.#contacted = true;
-    if (this.#replay !== null) this.#startReplay(0n);
+    this.#run(this.#seq.start());
   }
 
   /** Receive on this thread: own SUB socket and receive loop. */
   #openSocket(): void {
     const options = this.#opts;
-    const heartbeat = options.heartbeatIntervalMs ?? 10_000;
+    const settings = subSocketSettings(options);
     const sub = new Subscriber({
       linger: 0,
-      receiveHighWaterMark: options.receiveHighWaterMark ?? 1_000_000,
-      reconnectInterval: options.reconnectIntervalMs ?? 100,
-      reconnectMaxInterval: options.reconnectMaxIntervalMs ?? 5000,
-      heartbeatInterval: heartbeat,
-      heartbeatTimeout: heartbeat * 3,
+      ...settings,
+      heartbeatTimeout: settings.heartbeatInterval * 3,
     });
     this.#sub = sub;
     sub.events.on("connect", () => this.#onConnect());
@@ -221,15 +168,16 @@ export class KvEventSubscriber {
     const { worker, endpoint } = this.#opts;
     this.#log.info({ worker, endpoint }, "kv events connected");
     this.#onConnection?.(worker, true);
-    if (this.#sawDisconnect) this.#checkAfterReconnect();
+    this.#run(this.#seq.connected());
   }
 
   #onDisconnect(): void {
+    if (this.#closed) return;
     this.#c.connected = false;
-    this.#sawDisconnect = true;
     const { worker, endpoint } = this.#opts;
     this.#log.warn({ worker, endpoint }, "kv events disconnected");
-    if (!this.#closed) this.#onConnection?.(worker, false);
+    this.#onConnection?.(worker, false);
+    this.#run(this.#seq.disconnected());
   }
 
   #onReceiveError(err: string): void {
@@ -240,9 +188,8 @@ export class KvEventSubscriber {
   #onThreadLost(): void {
     if (this.#closed) return;
     this.#stream = -1;
-    this.#c.connected = false;
-    this.#sawDisconnect = true;
     this.#log.error({ worker: this.#opts.worker }, "kv events decode thread lost, receiving here");
+    this.#onDisconnect();
     this.#openSocket();
     this.#firstContact();
   }
@@ -270,6 +217,7 @@ export class KvEventSubscriber {
 
   /** The stream's identity and counters, as of now. */
   state(): StreamState {
+    this.#c.lastSeq = this.#seq.lastSeq;
     return this.#c.snapshot({
       worker: this.#opts.worker,
       endpoint: this.#opts.endpoint,
@@ -277,6 +225,16 @@ export class KvEventSubscriber {
       topic: this.#opts.topic,
       format: this.#opts.format,
     });
+  }
+
+  /** The (worker, dp rank) of this stream. */
+  get worker(): WorkerKey {
+    return this.#opts.worker;
+  }
+
+  /** False while the stream catches up (its matches are not current). Cheap. */
+  get current(): boolean {
+    return this.#c.current;
   }
 
   /** Stop receiving and release the sockets. The index is left as is. */
@@ -287,10 +245,10 @@ export class KvEventSubscriber {
 
   async #close(): Promise<void> {
     this.#closed = true;
+    this.#abort.abort();
     this.#replay?.close();
     this.#sub?.close();
     const stream = this.#stream >= 0 ? this.#thread!.closeStream(this.#stream) : undefined;
-    this.#pending.clear();
     this.#c.connected = false;
     await Promise.all([this.#loop, this.#replayTask, stream]);
     if (this.#thread !== null) await DecodeThread.release();
@@ -326,249 +284,72 @@ export class KvEventSubscriber {
     const seq = frames === 3 ? decodeSeq(seqFrame!) : null;
     if (seq === null) {
       this.#c.malformedFrames++;
-      this.#logProblem({ frames }, "kv events message is not [topic, seq8, payload]");
+      this.#target.problem({ frames }, "kv events message is not [topic, seq8, payload]");
       return;
     }
-    if (this.#pending.length === 0 && !this.#c.replaying) {
-      if (this.#step(seq, payload!, decoded)) return;
-    }
-    this.#pending.push({ seq, payload: payload!, decoded });
-    this.#drain();
+    this.#run(this.#seq.live(seq, { bytes: payload!, decoded }));
   }
 
-  /** Apply queued live batches until the queue is empty or a replay starts. */
-  #drain(): void {
-    while (!this.#c.replaying && !this.#closed) {
-      const head = this.#pending.peek();
-      if (head === undefined) return;
-      if (!this.#step(head.seq, head.payload, head.decoded ?? null)) return;
-      this.#pending.dropHead();
-    }
-  }
-
-  /**
-   * Handle one live batch in stream order. Returns false when it must wait for a replay
-   * it has just started (the caller keeps it queued).
-   */
-  #step(seq: bigint, payload: Uint8Array, decoded: DecodeReply | null): boolean {
-    const last = this.#c.lastSeq;
-    const expected = last === null ? 0n : last + 1n;
-    if (this.#isNext(seq)) {
-      this.#dupLow = this.#dupHigh = null; // FIFO: no replayed copy can follow a newer batch
-      this.#apply(seq, payload, false, decoded);
-      return true;
-    }
-    if (seq < expected) {
-      if (this.#dupLow !== null && this.#dupHigh !== null) {
-        if (seq >= this.#dupLow && seq <= this.#dupHigh) {
-          this.#c.duplicates++;
-          return true;
-        }
-      }
-      this.#reset("restart", { seq: String(seq), lastSeq: String(last) });
-      this.#c.lastSeq = null;
-      this.#lastPayload = null;
-      this.#dupLow = this.#dupHigh = null;
-      return this.#step(seq, payload, decoded); // expected is now 0 ≤ seq: no further recursion
-    }
-    if (last !== null) this.#c.gaps++;
-    if (this.#replay !== null) {
-      this.#log.info(
-        { worker: this.#opts.worker, from: String(expected), seen: String(seq) },
-        "kv events gap, requesting replay",
-      );
-      this.#startReplay(expected);
-      return false;
-    }
-    this.#reset(last === null ? "startup_hole" : "unfilled_gap", {
-      missingFrom: String(expected),
-      resumeAt: String(seq),
-      why: "no replay endpoint",
-    });
-    this.#apply(seq, payload, false, decoded);
-    return true;
-  }
-
-  /** True when `seq` directly follows what was applied (or opens a fresh stream). */
-  #isNext(seq: bigint): boolean {
-    const last = this.#c.lastSeq;
-    return last === null ? seq <= this.#firstSeq : seq === last + 1n;
-  }
-
-  /** Replay from our last seq and compare: same batch = same stream, else a restart. */
-  #checkAfterReconnect(): void {
-    const last = this.#c.lastSeq;
-    if (this.#closed || this.#replay === null || last === null) return;
-    if (this.#c.replaying) {
-      // The engine may have restarted under this very replay: check once it is over.
-      this.#checkPending = true;
-      return;
-    }
-    if (this.#lastPayload === null) return;
-    this.#verify = this.#lastPayload;
-    this.#startReplay(last);
-  }
-
-  #startReplay(from: bigint): void {
-    const replay = this.#replay!;
-    this.#c.replaying = true;
-    this.#c.replays++;
-    this.#replayTask = replay
-      .request(from, (seq, payload) => this.#onReplayed(seq, payload))
-      .then((outcome) => this.#onReplayDone(from, outcome));
-  }
-
-  #onReplayed(seq: bigint, payload: Uint8Array): boolean {
-    if (this.#closed) return false;
-    const last = this.#c.lastSeq;
-    const ours = this.#verify;
-    if (ours !== null) {
-      this.#verify = null; // only the first reply can be compared
-      if (seq === last) {
-        if (Buffer.compare(ours, payload) === 0) {
-          this.#c.duplicates++;
-          return true;
-        }
-        this.#restartSeen = true;
-        return false;
+  /** Carry out the sequencer's actions, in order. */
+  #run(actions: readonly SequencerAction<Batch>[]): void {
+    const c = this.#c;
+    for (const a of actions) {
+      switch (a.kind) {
+        case "apply":
+          c.batches++;
+          if (a.replayed) c.replayedBatches++;
+          c.lastEventTimeMs = this.#now();
+          applyBatch(this.#target, a.seq, a.payload.bytes, a.payload.decoded);
+          break;
+        case "duplicate":
+          c.duplicates++;
+          break;
+        case "gap":
+          c.gaps++;
+          this.#log.info(
+            { worker: this.#opts.worker, from: String(a.from), seen: String(a.seen) },
+            "kv events gap, requesting replay",
+          );
+          break;
+        case "reset":
+          this.#index.removeWorker(this.#opts.worker);
+          this.#decoder.reset();
+          c.resets[a.reason]++;
+          this.#log[a.reason === "startup_hole" ? "info" : "warn"](
+            { worker: this.#opts.worker, reason: a.reason, detail: a.detail },
+            "kv events stream reset, worker cleared",
+          );
+          break;
+        case "status":
+          c.current = a.current;
+          break;
+        case "replay":
+          c.replaying = true;
+          this.#replayTask = this.#requestReplay(a.from, a.delayMs);
+          break;
       }
     }
-    const expected = last === null ? 0n : last + 1n;
-    if (seq < expected) {
-      this.#c.duplicates++;
-      return true;
-    }
-    if (seq > expected && !this.#isNext(seq)) {
-      // The buffer no longer reaches back to what we miss.
-      this.#reset(last === null ? "startup_hole" : "unfilled_gap", {
-        missingFrom: String(expected),
-        resumeAt: String(seq),
-        why: "replay buffer starts later",
+    c.replaying = this.#seq.replaying;
+  }
+
+  /** One replay request: back-off, a pool slot, then read replies as they arrive. */
+  async #requestReplay(from: bigint, delayMs: number): Promise<void> {
+    const outcome = await withReplaySlot(this.#slots, delayMs, this.#abort.signal, () => {
+      this.#c.replays++;
+      return this.#replay!.request(from, (seq, payload) => {
+        if (this.#closed) return false;
+        this.#run(this.#seq.replayed(seq, { bytes: payload, decoded: null }));
+        return this.#seq.wantsReplies;
       });
-    }
-    this.#apply(seq, payload, true, null);
-    return true;
-  }
-
-  #onReplayDone(from: bigint, outcome: ReplayOutcome): void {
-    if (this.#closed) return;
-    this.#c.replaying = false;
+    });
+    if (outcome === null || this.#closed) return;
     if (outcome.status === "failed") {
       this.#c.replayFailures[outcome.reason]++;
       this.#log.warn(
         { worker: this.#opts.worker, from: String(from), ...outcome },
-        "kv events replay failed",
-      );
-    } else if (this.#verify !== null) {
-      // The engine no longer has the batch we applied last: its stream is shorter, a restart.
-      this.#restartSeen = true;
-    }
-    this.#verify = null;
-    if (this.#restartSeen) {
-      this.#restartSeen = false;
-      this.#reset("restart", {
-        lastSeq: String(this.#c.lastSeq),
-        why: "stream differs after reconnect",
-      });
-      this.#c.lastSeq = null;
-      this.#lastPayload = null;
-      this.#dupLow = this.#dupHigh = null;
-      this.#startReplay(0n);
-      return;
-    }
-    if (this.#checkPending) {
-      this.#checkPending = false;
-      if (this.#c.lastSeq !== null && this.#lastPayload !== null) {
-        // Queued live batches wait: they may come from a restarted engine whose seqs
-        // overlap what this replay brought back.
-        this.#verify = this.#lastPayload;
-        this.#startReplay(this.#c.lastSeq);
-        return;
-      }
-    }
-    const last = this.#c.lastSeq;
-    this.#dupLow = from;
-    this.#dupHigh = last;
-    const head = this.#pending.peek();
-    const expected = last === null ? 0n : last + 1n;
-    if (head !== undefined && head.seq > expected && !this.#isNext(head.seq)) {
-      // What replay did not bring back is lost: resume from the first live batch.
-      this.#reset(last === null ? "startup_hole" : "unfilled_gap", {
-        missingFrom: String(expected),
-        resumeAt: String(head.seq),
-        why: outcome.status === "failed" ? `replay ${outcome.reason}` : "replay ended short",
-      });
-      this.#c.lastSeq = head.seq - 1n;
-    }
-    this.#drain();
-  }
-
-  #reset(reason: ResetReason, detail: Record<string, unknown>): void {
-    this.#index.removeWorker(this.#opts.worker);
-    this.#decoder.reset();
-    this.#c.resets[reason]++;
-    const record = { worker: this.#opts.worker, reason, ...detail };
-    const msg = "kv events stream reset, worker cleared";
-    if (reason === "startup_hole") this.#log.info(record, msg);
-    else this.#log.warn(record, msg);
-  }
-
-  /**
-   * Decode (unless `decoded` ahead on the decode thread) and apply one batch,
-   * synchronously. Advances the sequence even if undecodable.
-   */
-  #apply(seq: bigint, payload: Uint8Array, replayed: boolean, decoded: DecodeReply | null): void {
-    const c = this.#c;
-    c.batches++;
-    if (replayed) c.replayedBatches++;
-    c.lastSeq = seq;
-    this.#lastPayload = payload;
-    c.lastEventTimeMs = this.#now();
-    const result: BatchDecodeResult | DecodeReply = decoded ?? this.#decoder.decode(payload);
-    if (!result.ok) {
-      c.countDecodeError(result.error.code);
-      this.#logProblem(
-        { seq: String(seq), code: result.error.code, error: result.error.message },
-        "kv events batch undecodable, skipped",
-      );
-      return;
-    }
-    const { skipped } = result;
-    const tape = "tape" in result ? result.tape : null;
-    const batch = tape === null ? (result as { batch: EventBatch }).batch : null;
-    const dpRank = tape !== null ? tape.dpRank : batch!.dpRank;
-    c.skipped.unknownTag += skipped.unknownTag;
-    c.skipped.nonMainGroup += skipped.nonMainGroup;
-    c.skipped.unknownKeys += skipped.unknownKeys;
-    if (dpRank !== null && dpRank !== this.#dpRank) {
-      c.dpRankMismatches++;
-      this.#logProblem(
-        { seq: String(seq), batchRank: dpRank, expectedRank: this.#dpRank },
-        "kv events batch from another data-parallel rank (endpoint misconfigured?)",
+        "kv events replay stopped early, resuming",
       );
     }
-    const worker = this.#opts.worker;
-    const index = this.#index;
-    try {
-      if (tape !== null) {
-        for (let i = 0; i < tape.events; i++) {
-          c.countEvent(tapeEventType(tape, i), applyTapeEvent(index, worker, tape, i).status);
-        }
-      } else {
-        for (const event of batch!.events) {
-          c.countEvent(event.type, index.applyEvent(worker, event).status);
-        }
-      }
-    } catch (err) {
-      c.applyErrors++;
-      this.#logProblem({ seq: String(seq), err: String(err) }, "kv events batch failed to apply");
-    }
-  }
-
-  #logProblem(detail: Record<string, unknown>, msg: string): void {
-    const n = ++this.#problemsLogged;
-    if (n <= LOG_FIRST || n % LOG_EVERY === 0) {
-      this.#log.warn({ worker: this.#opts.worker, occurrence: n, ...detail }, msg);
-    }
+    this.#run(this.#seq.replayEnded(outcome));
   }
 }

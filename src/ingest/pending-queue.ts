@@ -1,30 +1,26 @@
 /**
- * A FIFO of live messages waiting while a replay is in flight. An array with a moving
+ * A FIFO of live batches waiting while a replay is in flight. An array with a moving
  * head, so draining a long backlog is O(n) rather than O(n²) with `shift()`.
  */
 
-import type { DecodeReply } from "./decode-thread.js";
-
-export interface PendingMessage {
+export interface PendingMessage<P = unknown> {
   readonly seq: bigint;
-  readonly payload: Uint8Array;
-  /** The payload's decode, when it was decoded ahead (on the decode thread). */
-  readonly decoded?: DecodeReply | null;
+  readonly payload: P;
 }
 
-export class PendingQueue {
-  #items: PendingMessage[] = [];
+export class PendingQueue<P = unknown> {
+  #items: PendingMessage<P>[] = [];
   #head = 0;
 
   get length(): number {
     return this.#items.length - this.#head;
   }
 
-  push(item: PendingMessage): void {
+  push(item: PendingMessage<P>): void {
     this.#items.push(item);
   }
 
-  peek(): PendingMessage | undefined {
+  peek(): PendingMessage<P> | undefined {
     return this.#items[this.#head];
   }
 

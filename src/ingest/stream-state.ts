@@ -21,11 +21,18 @@ export type StreamFormat = "vllm" | "sglang" | "mooncake";
  * - `unfilled_gap`: batches were lost and replay could not bring them back;
  * - `startup_hole`: on first contact the engine no longer had its oldest batches (the
  *   worker held nothing from this stream yet, so this is expected after a router
- *   restart, not a loss of known state).
+ *   restart, not a loss of known state);
+ * - `replay_failed`: replays kept stopping early (timeout, socket, malformed) without
+ *   progress until the attempts ran out: what the worker holds may be stale.
  */
-export type ResetReason = "restart" | "unfilled_gap" | "startup_hole";
+export type ResetReason = "restart" | "unfilled_gap" | "startup_hole" | "replay_failed";
 
-export const RESET_REASONS: readonly ResetReason[] = ["restart", "unfilled_gap", "startup_hole"];
+export const RESET_REASONS: readonly ResetReason[] = [
+  "restart",
+  "unfilled_gap",
+  "startup_hole",
+  "replay_failed",
+];
 
 /** A point-in-time view of one stream (plain data; `lastSeq` is a bigint, 64-bit unsigned). */
 export interface StreamState {
@@ -38,6 +45,12 @@ export interface StreamState {
   readonly connected: boolean;
   /** A replay is in flight (live batches wait meanwhile). */
   readonly replaying: boolean;
+  /**
+   * False while the stream is catching up (a replay in flight or waiting to be retried):
+   * the index then holds an older prefix of the engine's stream, and matches against
+   * this worker are flagged as not current.
+   */
+  readonly current: boolean;
   /** Sequence number of the last batch received and handled; null before the first. */
   readonly lastSeq: bigint | null;
   /** Wall-clock ms (the injected `now`) when the last batch was handled; null before. */
@@ -87,6 +100,7 @@ function zeroRecord<K extends string>(keys: readonly K[]): Record<K, number> {
 export class StreamCounters {
   connected = false;
   replaying = false;
+  current = true;
   lastSeq: bigint | null = null;
   lastEventTimeMs: number | null = null;
   batches = 0;
@@ -150,6 +164,7 @@ export class StreamCounters {
       ...ident,
       connected: this.connected,
       replaying: this.replaying,
+      current: this.current,
       lastSeq: this.lastSeq,
       lastEventTimeMs: this.lastEventTimeMs,
       batches: this.batches,

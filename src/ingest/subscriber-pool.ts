@@ -8,8 +8,10 @@
 import type { PrefixIndex } from "../index/types.js";
 import { type WorkerKey, workerKey } from "../protocol/worker.js";
 import { endpointForRank } from "../transport/endpoint.js";
-import { KvEventSubscriber, type KvEventSubscriberDeps } from "./kv-event-subscriber.js";
+import { KvEventSubscriber } from "./kv-event-subscriber.js";
+import { ReplaySlots } from "./replay-slots.js";
 import type { StreamFormat, StreamState } from "./stream-state.js";
+import type { KvEventSubscriberDeps } from "./subscriber-options.js";
 
 /** One worker's event source, as configured. */
 export interface WorkerStreamConfig {
@@ -27,6 +29,15 @@ export interface WorkerStreamConfig {
 /** Settings shared by every stream of the pool. */
 export interface SubscriberPoolOptions {
   readonly replayTimeoutMs?: number;
+  readonly replayMaxAttempts?: number;
+  readonly replayBackoffMs?: number;
+  readonly replayBackoffMaxMs?: number;
+  /**
+   * Replay requests running at once across every stream of the pool; the others wait.
+   * Default 4: a restarted router facing many engines reads their buffers a few at a
+   * time instead of all together (docs/ingestion.md).
+   */
+  readonly maxConcurrentReplays?: number;
   readonly reconnectIntervalMs?: number;
   readonly reconnectMaxIntervalMs?: number;
   readonly receiveHighWaterMark?: number;
@@ -34,6 +45,8 @@ export interface SubscriberPoolOptions {
   /** Receive and decode on the process's decode thread (see `KvEventSubscriberOptions`). */
   readonly decodeThread?: boolean;
 }
+
+export const DEFAULT_MAX_CONCURRENT_REPLAYS = 4;
 
 export class SubscriberPool {
   readonly #index: PrefixIndex;
@@ -49,7 +62,10 @@ export class SubscriberPool {
   ) {
     this.#index = index;
     this.#options = options;
-    this.#deps = deps;
+    this.#deps = {
+      replaySlots: new ReplaySlots(options.maxConcurrentReplays ?? DEFAULT_MAX_CONCURRENT_REPLAYS),
+      ...deps,
+    };
   }
 
   /**
@@ -93,7 +109,7 @@ export class SubscriberPool {
     const closing = Promise.all(subscribers.map((s) => s.close()));
     // close() stops applying at once: drop the entries now, before an `add` of the same
     // id (possible while we wait) can store blocks that a later removal would wipe.
-    for (const s of subscribers) this.#index.removeWorker(s.state().worker);
+    for (const s of subscribers) this.#index.removeWorker(s.worker);
     await closing;
     return true;
   }
@@ -107,6 +123,15 @@ export class SubscriberPool {
     const out: StreamState[] = [];
     for (const subscribers of this.#workers.values()) {
       for (const s of subscribers) out.push(s.state());
+    }
+    return out;
+  }
+
+  /** Keys of the streams catching up now (their matches are not current). Cheap. */
+  catchingUp(): Set<WorkerKey> {
+    const out = new Set<WorkerKey>();
+    for (const subscribers of this.#workers.values()) {
+      for (const s of subscribers) if (!s.current) out.add(s.worker);
     }
     return out;
   }

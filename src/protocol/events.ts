@@ -14,7 +14,11 @@ export type Tier = "gpu" | "host" | "disk";
 
 export const TIERS: readonly Tier[] = ["gpu", "host", "disk"];
 
-/** Map an engine's `medium` string (nil on old versions = GPU) to a tier. */
+/**
+ * Map an engine's `medium` string (nil on old versions = GPU) to a tier: `GPU` → gpu;
+ * `CPU`, `CPU_PINNED`, `MEMORY` → host; anything else (`DISK`, `STORAGE`, `FS`, `OBJ`,
+ * names to come) → disk, the slowest tier, so an unknown medium is never taken for GPU.
+ */
 export function tierOfMedium(medium: string | null | undefined): Tier {
   if (medium === null || medium === undefined || medium === "") return "gpu";
   switch (medium.toUpperCase()) {
@@ -27,6 +31,22 @@ export function tierOfMedium(medium: string | null | undefined): Tier {
     default:
       return "disk";
   }
+}
+
+/**
+ * The tier of a block given its `medium` and vLLM's `locality` (≥ 0.26; nil = LOCAL). A
+ * REMOTE block lives outside the worker (a shared or remote KV store it can load from):
+ * it counts as held, but at the slowest tier, whatever its medium, because reaching it
+ * costs a transfer (docs/block-keys.md, "Tiers").
+ */
+export function tierOf(
+  medium: string | null | undefined,
+  locality: string | null | undefined,
+): Tier {
+  if (locality !== null && locality !== undefined && locality.toUpperCase() === "REMOTE") {
+    return "disk";
+  }
+  return tierOfMedium(medium);
 }
 
 /** Newly cached full blocks of one request (or an offload of known blocks to a tier). */
@@ -50,6 +70,18 @@ export interface BlockStoredEvent {
   /** The engine's medium string as sent (null = not sent). */
   readonly medium: string | null;
   readonly tier: Tier;
+  /**
+   * The request's cache salt, when the engine folded one into this chain's first block
+   * (vLLM: `extra_keys[0]` of a chain from the root; SGLang: `cache_salt`). Requests
+   * must name the same salt to match (docs/block-keys.md). Absent/null: none.
+   */
+  readonly cacheSalt?: string | null;
+  /**
+   * Index of the first block whose engine hash folds in extra keys the router cannot
+   * reproduce (multimodal hashes, prompt-embedding digests): that block and every later
+   * one of the chain must never match a request. Absent/null: all reproducible.
+   */
+  readonly opaqueFrom?: number | null;
 }
 
 /** Blocks evicted from one tier. */

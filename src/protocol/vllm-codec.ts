@@ -35,7 +35,16 @@ import {
   TAPE_STORED,
   type TapeWriter,
 } from "./event-tape.js";
-import { type EventBatch, type KvEvent, TIERS, type Tier, tierOfMedium } from "./events.js";
+import {
+  type BlockStoredEvent,
+  type EventBatch,
+  type KvEvent,
+  TIERS,
+  type Tier,
+  tierOf,
+  tierOfMedium,
+} from "./events.js";
+import { classifyExtraKeys } from "./extra-keys.js";
 import { MsgpackFormatError, MsgpackReader, NOT_STR } from "./msgpack-reader.js";
 import { StrTable } from "./str-table.js";
 import {
@@ -405,6 +414,14 @@ function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
     ctx.medium = s.medium;
     ctx.tier = tierOfMedium(s.medium);
   }
+  if (s.locality !== null) {
+    // A REMOTE copy is held at the slowest tier (events.ts `tierOf`); not cached in ctx.
+    const tier = tierOf(s.medium, s.locality);
+    if (tier !== ctx.tier) {
+      ctx.medium = "\u0000"; // matches no medium: the next event recomputes its tier
+      ctx.tier = tier;
+    }
+  }
   if (tag === REMOVED) {
     if ((s.seen & (1 << F_BLOCK_HASHES)) === 0) throw eventFailure(ctx, "no block_hashes");
     if (ctx.tape !== null) return tapeEvent(ctx, TAPE_REMOVED);
@@ -416,7 +433,12 @@ function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
     };
   }
   if (ctx.tape !== null) return tapeEvent(ctx, TAPE_STORED);
-  return {
+  const extra =
+    s.extraKeys === null
+      ? null
+      : classifyExtraKeys(s.extraKeys, s.loraName, s.loraId, s.parent === null);
+  const cacheSalt = s.cacheSalt ?? extra?.salt ?? null;
+  const event: BlockStoredEvent = {
     type: "stored",
     blockHashes: s.hashes,
     parentHash: s.parent,
@@ -427,6 +449,8 @@ function buildEvent(ctx: Ctx, tag: number): KvEvent | null {
     medium: s.medium,
     tier: ctx.tier,
   };
+  if (cacheSalt === null && (extra === null || extra.opaqueFrom === null)) return event;
+  return { ...event, cacheSalt, opaqueFrom: extra?.opaqueFrom ?? null };
 }
 
 const CLEARED_EVENT: KvEvent = Object.freeze({ type: "cleared" });

@@ -11,6 +11,7 @@
 import { DecodeFailure, decodeError } from "./decode-error.js";
 import type { EngineBlockHash } from "./engine-hash.js";
 import type { TapeWriter } from "./event-tape.js";
+import { type ExtraBlockKeys, readExtraKeys } from "./extra-keys.js";
 import { type MsgpackReader, STR_UNKNOWN } from "./msgpack-reader.js";
 import { StrTable } from "./str-table.js";
 
@@ -134,6 +135,10 @@ export interface FieldSlots {
   loraName: string | null;
   groupIdx: number | null;
   specKind: string | null;
+  locality: string | null;
+  cacheSalt: string | null;
+  /** `extra_keys` per block (null: not sent or nil). */
+  extraKeys: ExtraBlockKeys[] | null;
   /**
    * Tape mode (`decodeEventTape`): hashes and tokens go to this writer instead of
    * `hashes`/`parent`/`tokens`, located by the fields below. Not reset per event.
@@ -163,6 +168,9 @@ export function emptySlots(): FieldSlots {
     loraName: null,
     groupIdx: null,
     specKind: null,
+    locality: null,
+    cacheSalt: null,
+    extraKeys: null,
     tape: null,
     hashPair: 0,
     hashCount: 0,
@@ -183,6 +191,9 @@ export function resetSlots(s: FieldSlots): void {
   s.loraName = null;
   s.groupIdx = null;
   s.specKind = null;
+  s.locality = null;
+  s.cacheSalt = null;
+  s.extraKeys = null;
   s.hashCount = 0;
   s.parentPair = -1;
   s.tokenLen = 0;
@@ -270,9 +281,22 @@ export function readField(r: MsgpackReader, id: number, s: FieldSlots, ev: numbe
     case F_SPEC_KIND:
       s.specKind = readOptStr(r, ev, id);
       return;
+    case F_LOCALITY:
+      s.locality = readOptStr(r, ev, id);
+      return;
+    case F_CACHE_SALT:
+      s.cacheSalt = readOptStr(r, ev, id);
+      if (s.cacheSalt !== null && s.tape !== null) throw new NotTapeable();
+      return;
+    case F_EXTRA_KEYS: {
+      const extra = readExtraKeys(r);
+      if (extra !== null && s.tape !== null) throw new NotTapeable();
+      s.extraKeys = extra;
+      return;
+    }
     default:
-      // Known but unused here (extra_keys, sliding window, locality, ownership,
-      // session_id, cache_salt): well-formed is all we need.
+      // Known but unused here (sliding window, ownership, session_id): well-formed is
+      // all we need.
       r.skip();
       return;
   }

@@ -69,7 +69,7 @@ export async function createService(
     index,
     // Receive and decode on a worker thread, apply here: ~1.4× the ingest rate of one
     // thread when a core is free (docs/ingestion.md).
-    { replayTimeoutMs: config.events.replayTimeoutMs, decodeThread: true },
+    { ...config.events, decodeThread: true },
     {
       logger: logger.child({ component: "events" }),
       now: nowMs,
@@ -108,6 +108,7 @@ export async function createService(
     inFlight,
     fleet,
     streams: () => pool.states(),
+    catchingUp: () => pool.catchingUp(),
     logger,
     nowMs,
     ...(replicas === null ? {} : { replicaSync: () => replicas.sync.status() }),

@@ -186,6 +186,17 @@ export function createMetrics(registry: Registry, sources: MetricSources): Route
         this.set(l, v);
     },
   });
+  new Gauge({
+    name: "kvrouter_events_current",
+    help: "0 while the stream catches up (replay in flight or due): its matches are not current",
+    labelNames: ["worker"] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const [l, v] of streamRows(sources, (s) => [[{ worker: s.worker }, s.current ? 1 : 0]]))
+        this.set(l, v);
+    },
+  });
 
   const indexGauge = (name: string, help: string, pick: (s: IndexStats) => number) =>
     new Gauge({
