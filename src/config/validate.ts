@@ -42,9 +42,6 @@ export function checkField(
     case "string":
       if (typeof value !== "string") return { ok: false, message: "must be a string" };
       return { ok: true, value };
-    case "bool":
-      if (typeof value !== "boolean") return { ok: false, message: "must be true or false" };
-      return { ok: true, value };
     case "optional-string":
       if (value === null) return { ok: true, value: null };
       if (typeof value !== "string" || value === "") {
