@@ -59,7 +59,7 @@ export function serverOptions(server: Limits) {
       // 1 s timeout run for 31 s): a quarter of the shorter one, within 50..1000 ms.
       connectionsCheckingInterval: Math.min(1000, Math.max(50, Math.min(...timeouts) / 4)),
     },
-    maxParamLength: MAX_PARAM_LENGTH,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // The drain hook answers 503 in our shape; fastify's own 503 body is not.
     return503OnClosing: false,
     clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket) {

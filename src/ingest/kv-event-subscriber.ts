@@ -1,20 +1,13 @@
 /**
  * One engine stream (a worker and one data-parallel rank) into the prefix index: the
- * transport around the pure `Sequencer` (sequencer.ts, which holds every ordering rule:
- * gaps, replays and their retries, restarts, reconnect checks, first contact) and
- * `applyBatch` (batch-apply.ts, decode and apply with counters).
+ * transport around the pure `Sequencer` (sequencer.ts: gaps, replays and their retries,
+ * restarts, reconnect checks, first contact) and `applyBatch` (batch-apply.ts).
  *
- * A SUB socket receives `[topic, seq, payload]` (wire-formats §1) and a `ReplayClient`
- * asks the engine's replay ROUTER for batches when the sequencer says so, after the
- * back-off it says, once a pool-wide replay slot is free. Socket connect/disconnect
- * events go to the sequencer too (a late engine gets its first-contact replay when it
- * connects; a reconnect is checked for an engine restart).
- *
- * Nothing escapes: decode errors, malformed frames and socket failures are counted in
- * `state()` and logged, and `close()` always completes.
- *
- * With `decodeThread`, the SUB socket lives on the decode thread, which also decodes;
- * messages arrive here in groups, in order, and go through the same steps.
+ * A SUB socket receives `[topic, seq, payload]` (docs/wire-formats.md) — on the decode
+ * thread with `decodeThread`, arriving here in ordered groups — and a `ReplayClient` asks
+ * the replay ROUTER for batches when, and after the back-off, the sequencer says, once a
+ * pool-wide slot is free. Socket (dis)connects go to the sequencer too. Nothing escapes:
+ * errors are counted in `state()` and logged, and `close()` always completes.
  */
 
 import "../transport/zmq-context.js"; // before any socket: room for > 1,023 sockets
