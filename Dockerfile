@@ -7,7 +7,8 @@
 #   docker run kvrouter sim-worker --host 0.0.0.0 --port 8000 --events-port 5557
 #
 # Configuration: the YAML file named by KVROUTER_CONFIG (/etc/kvrouter/config.yaml; the
-# image ships config/default.yaml there, mount your own over it) and KVROUTER_* variables,
+# image ships config/image.yaml there: listen on 0.0.0.0, which needs a token —
+# KVROUTER_SERVER_AUTH_TOKEN — or mount your own file over it) and KVROUTER_* variables,
 # which take precedence over the file (see docs/configuration.md).
 #
 # Node: kvrouter supports 20.19+ (package.json engines). The default base stays on 20, the
@@ -37,10 +38,10 @@ COPY --from=build /app/dist ./dist
 COPY config ./config
 # The trace slice `kvrouter replay` reads by default (traces/README.md).
 COPY traces ./traces
-COPY config/default.yaml /etc/kvrouter/config.yaml
-# Inside a container the router must listen on all interfaces to be reachable.
-ENV KVROUTER_CONFIG=/etc/kvrouter/config.yaml \
-    KVROUTER_SERVER_HOST=0.0.0.0
+COPY config/image.yaml /etc/kvrouter/config.yaml
+# Inside a container the router must listen on all interfaces to be reachable: the
+# image's file says host 0.0.0.0 (not an ENV, so a mounted file keeps its own host).
+ENV KVROUTER_CONFIG=/etc/kvrouter/config.yaml
 USER node
 EXPOSE 8080
 # `kvrouter healthcheck` reads the router's configuration (the file, KVROUTER_*), so the

@@ -407,6 +407,13 @@ describe("install → build → start, as the image does", () => {
     expect(existsSync(join(buildDir, "dist", "cli.js"))).toBe(true);
     await replay(runtime, appDir, fsRoot, { build: buildDir });
     expect(existsSync(join(fsRoot, "etc/kvrouter/config.yaml"))).toBe(true);
+    // The image's own file listens on every interface, so without a token it refuses.
+    const imageFile = ["--config", join(fsRoot, "etc/kvrouter/config.yaml")];
+    const bare = loadConfig({ argv: imageFile, env: {} });
+    expect(bare.kind).toBe("invalid");
+    if (bare.kind === "invalid") expect(bare.issues[0]!.key).toBe("server.authToken");
+    const withToken = loadConfig({ argv: imageFile, env: { KVROUTER_SERVER_AUTH_TOKEN: "t" } });
+    expect(withToken.kind === "ok" && withToken.config.server.host).toBe("0.0.0.0");
 
     // `npm ci --omit=dev` must be enough: the compiled code imports production deps only.
     const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
@@ -421,7 +428,7 @@ describe("install → build → start, as the image does", () => {
       PATH: process.env.PATH,
       ...imageEnv,
       KVROUTER_CONFIG: join(fsRoot, imageEnv.KVROUTER_CONFIG!),
-      // Tests stay on loopback (the image listens on 0.0.0.0) and take any free port.
+      // Tests stay on loopback (the image's file listens on 0.0.0.0) and take any free port.
       KVROUTER_SERVER_HOST: "127.0.0.1",
       KVROUTER_SERVER_PORT: "0",
     };
