@@ -12,6 +12,7 @@
  */
 
 import type { WorkerKey } from "../protocol/worker.js";
+import { Fifo } from "../util/fifo.js";
 import type { InFlightAdd, InFlightTotals, InFlightUpdate } from "./types.js";
 
 export interface InFlightConfig {
@@ -86,25 +87,6 @@ interface WorkerState {
   cursor: number;
 }
 
-/** FIFO of entries in insertion order; stale heads are skipped lazily. */
-class Queue {
-  #items: Entry[] = [];
-  #head = 0;
-  push(e: Entry): void {
-    this.#items.push(e);
-  }
-  peek(): Entry | undefined {
-    return this.#items[this.#head];
-  }
-  shift(): void {
-    this.#head++;
-    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
-      this.#items = this.#items.slice(this.#head);
-      this.#head = 0;
-    }
-  }
-}
-
 const ZERO: InFlightTotals = Object.freeze({
   pendingPrefillTokens: 0,
   pendingRequests: 0,
@@ -115,8 +97,9 @@ const ZERO: InFlightTotals = Object.freeze({
 export class InFlightTracker {
   readonly #byId = new Map<string, Entry>();
   readonly #workers = new Map<WorkerKey, WorkerState>();
-  readonly #prefillQueue = new Queue();
-  readonly #ttlQueue = new Queue();
+  /** Entries in routing order; heads already removed or reported are skipped lazily. */
+  readonly #prefillQueue = new Fifo<Entry>();
+  readonly #ttlQueue = new Fifo<Entry>();
   readonly prefillTtlMs: number;
   readonly ttlMs: number;
   #expiredPrefills = 0;
