@@ -18,13 +18,12 @@
  * subscriber decodes on the decode thread unless `'{"decodeThread":false}'`.
  */
 
-import { type ChildProcess, fork } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
 import { DecodeThread } from "../src/ingest/decode-thread.js";
 import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
 import { decodeEventBatch } from "../src/protocol/vllm-codec.js";
 import { workerKey } from "../src/protocol/worker.js";
+import { forkPublisher, nextMessage } from "./ingest-publisher-client.js";
 import { DEFAULT_WORKLOAD, generateWorkload, type WorkloadOptions } from "./ingest-workload.js";
 
 const W = workerKey("bench", 0);
@@ -33,35 +32,10 @@ const { decodeThread = true, ...workloadArgs } = JSON.parse(process.argv[2] ?? "
 } & Partial<WorkloadOptions>;
 const options: WorkloadOptions = { ...DEFAULT_WORKLOAD, ...workloadArgs };
 
-type ChildMessage =
-  | { type: "ready"; endpoint: string; replayEndpoint: string; batches: number; blocks: number }
-  | { type: "done"; lastSeq: string; sendMs: number; stats: Record<string, number> };
-
-function nextMessage<T extends ChildMessage["type"]>(
-  child: ChildProcess,
-  type: T,
-): Promise<Extract<ChildMessage, { type: T }>> {
-  return new Promise((resolve, reject) => {
-    const onMessage = (msg: ChildMessage) => {
-      if (msg.type !== type) return;
-      child.off("message", onMessage);
-      child.off("exit", onExit);
-      resolve(msg as Extract<ChildMessage, { type: T }>);
-    };
-    const onExit = (code: number | null) => reject(new Error(`publisher exited (${code})`));
-    child.on("message", onMessage);
-    child.once("exit", onExit);
-  });
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function endToEnd() {
-  const script = fileURLToPath(new URL("./ingest-publisher.ts", import.meta.url));
-  const child = fork(script, [JSON.stringify(options)], {
-    execArgv: ["--import", "tsx"],
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
+  const child = forkPublisher(options);
   try {
     const ready = await nextMessage(child, "ready");
     const index = new RadixTreeIndex({ blockSize: 16 });

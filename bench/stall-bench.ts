@@ -25,11 +25,9 @@
  * Usage: `npm run bench:stall [-- '{"bigBlocks":4000000,"floodBlocks":2000000}']`.
  */
 
-import { type ChildProcess, fork } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
-import { fileURLToPath } from "node:url";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
 import type { HashWords, TokenWords } from "../src/index/types.js";
 import { applySlicer } from "../src/ingest/apply-slicer.js";
@@ -41,6 +39,7 @@ import { workerKey } from "../src/protocol/worker.js";
 import { Router } from "../src/router.js";
 import { DEFAULT_SCHEDULER_CONFIG } from "../src/scheduler/defaults.js";
 import { IndexUpkeepLoop } from "../src/service/index-upkeep.js";
+import { forkPublisher, nextMessage } from "./ingest-publisher-client.js";
 import { DEFAULT_WORKLOAD } from "./ingest-workload.js";
 
 const args = JSON.parse(process.argv[2] ?? "{}") as Partial<typeof DEFAULTS>;
@@ -58,27 +57,6 @@ const BS = 16;
 const BIG = workerKey("big", 0);
 const FLOOD = workerKey("flood", 0);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-type ChildMessage =
-  | { type: "ready"; endpoint: string; replayEndpoint: string; batches: number; blocks: number }
-  | { type: "done"; lastSeq: string; sendMs: number };
-
-function nextMessage<T extends ChildMessage["type"]>(
-  child: ChildProcess,
-  type: T,
-): Promise<Extract<ChildMessage, { type: T }>> {
-  return new Promise((resolve, reject) => {
-    const onMessage = (msg: ChildMessage) => {
-      if (msg.type !== type) return;
-      child.off("message", onMessage);
-      child.off("exit", onExit);
-      resolve(msg as Extract<ChildMessage, { type: T }>);
-    };
-    const onExit = (code: number | null) => reject(new Error(`publisher exited (${code})`));
-    child.on("message", onMessage);
-    child.once("exit", onExit);
-  });
-}
 
 /** Fills `worker` with `blocks` blocks in chains of 64, through the word entry point. */
 function fill(index: RadixTreeIndex, worker: typeof BIG, blocks: number): void {
@@ -225,12 +203,8 @@ async function main(): Promise<void> {
   await sleep(o.idleMs);
 
   phase = "other";
-  const script = fileURLToPath(new URL("./ingest-publisher.ts", import.meta.url));
   const workload = { ...DEFAULT_WORKLOAD, blocks: o.floodBlocks };
-  const child = fork(script, [JSON.stringify(workload)], {
-    execArgv: ["--import", "tsx"],
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
+  const child = forkPublisher(workload);
   const ready = await nextMessage(child, "ready");
   const sub = new KvEventSubscriber(
     {

@@ -10,11 +10,9 @@ import type { PredictedLoadSource } from "./load/predicted-load-source.js";
 import type { WorkerRegistry } from "./load/worker-registry.js";
 import type { WorkerKey } from "./protocol/worker.js";
 import type {
-  CandidateBreakdown,
-  ScheduleFallbacks,
+  ScheduleResult,
   SchedulerConfig,
   SchedulerOverrides,
-  SelectReason,
   TierOverlap,
 } from "./scheduler/types.js";
 
@@ -59,7 +57,15 @@ export interface PhaseTimings {
   readonly scoreMs: number;
 }
 
-export interface RouteDecision {
+/** The scheduler's choice, as `schedule` returns it. */
+type ScheduleChoice = Extract<ScheduleResult, { readonly ok: true }>;
+
+/** The decision: the chosen worker, what was recorded in flight, and the scheduler's report. */
+export interface RouteDecision
+  extends Pick<
+    ScheduleChoice,
+    "reason" | "temperature" | "fallbacks" | "kvMean" | "kvStd" | "candidates"
+  > {
   readonly requestId: string;
   readonly worker: WorkerKey;
   readonly workerId: string;
@@ -77,12 +83,6 @@ export interface RouteDecision {
   readonly prefillTokens: number;
   /** KV blocks recorded in flight for the chosen worker. */
   readonly blocks: number;
-  readonly reason: SelectReason;
-  readonly temperature: number;
-  readonly fallbacks: ScheduleFallbacks;
-  readonly kvMean: number | null;
-  readonly kvStd: number | null;
-  readonly candidates: readonly CandidateBreakdown[];
   readonly timings: PhaseTimings;
 }
 

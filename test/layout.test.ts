@@ -22,7 +22,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   "router-types.ts": ["protocol", "index", "load", "scheduler"],
   transport: ["util", "zeromq"],
   engine: ["protocol", "transport", "util", "zeromq"],
-  ingest: ["protocol", "index", "load", "transport", "util", "zeromq"],
+  ingest: ["protocol", "index", "load", "transport", "util", "worker-thread.ts", "zeromq"],
   config: ["protocol", "scheduler", "util", "yaml"],
   fleet: ["config", "protocol", "index", "load", "ingest", "util"],
   replicas: ["config", "protocol", "load", "util", "ioredis"],
@@ -43,11 +43,12 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     ...["transport", "replicas", "telemetry", "http", "gateway", "tokenize", "util"],
     ...["lifetime.ts", "yaml", "fastify", "prom-client"],
   ],
-  tokenize: ["util"],
+  tokenize: ["util", "worker-thread.ts"],
   sim: ["protocol", "engine", "transport", "tokenize", "util", "lifetime.ts", "fastify", "zeromq"],
   replay: ["protocol", "index", "load", "scheduler", "router.ts", "config", "sim", "util"],
   demo: ["sim", "util", "lifetime.ts", "yaml"],
   "lifetime.ts": [],
+  "worker-thread.ts": [],
   "cli.ts": ["service", "sim", "replay", "demo", "config", "lifetime.ts"],
 };
 

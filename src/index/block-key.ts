@@ -165,25 +165,10 @@ export function chainBlockKeys(
       k1 = Math.imul(k1, C1);
       h1 ^= Math.imul((k1 << 15) | (k1 >>> 17), C2);
     }
-    h1 ^= byteLen;
-    h2 ^= byteLen;
-    h3 ^= byteLen;
-    h4 ^= byteLen;
-    h1 = (h1 + h2 + h3 + h4) | 0;
-    h2 = (h2 + h1) | 0;
-    h3 = (h3 + h1) | 0;
-    h4 = (h4 + h1) | 0;
-    h1 = fmix(h1);
-    h2 = fmix(h2);
-    h3 = fmix(h3);
-    h4 = fmix(h4);
-    h1 = (h1 + h2 + h3 + h4) | 0;
-    h2 = (h2 + h1) | 0;
     const o = outOffset + 2 * b;
-    out[o] = h1;
-    out[o + 1] = h2;
-    phi = h1;
-    plo = h2;
+    finish(h1, h2, h3, h4, byteLen, out, o);
+    phi = out[o]! | 0;
+    plo = out[o + 1]! | 0;
     base += blockSize;
   }
 }
@@ -283,27 +268,43 @@ function chain16(
     h2 ^= Math.imul((k << 16) | (k >>> 16), C3);
     k = Math.imul(t[p + 14]!, C1);
     h1 ^= Math.imul((k << 15) | (k >>> 17), C2);
-    h1 ^= 72; // message length in bytes
-    h2 ^= 72;
-    h3 ^= 72;
-    h4 ^= 72;
-    h1 = (h1 + h2 + h3 + h4) | 0;
-    h2 = (h2 + h1) | 0;
-    h3 = (h3 + h1) | 0;
-    h4 = (h4 + h1) | 0;
-    h1 = fmix(h1);
-    h2 = fmix(h2);
-    h3 = fmix(h3);
-    h4 = fmix(h4);
-    h1 = (h1 + h2 + h3 + h4) | 0;
-    h2 = (h2 + h1) | 0;
     const o = outOffset + 2 * b;
-    out[o] = h1;
-    out[o + 1] = h2;
-    phi = h1;
-    plo = h2;
+    finish(h1, h2, h3, h4, 72, out, o); // 72: the message length in bytes
+    phi = out[o]! | 0;
+    plo = out[o + 1]! | 0;
     p += 16;
   }
+}
+
+/**
+ * MurmurHash3 x86_128's finalisation of one block's state (message length `byteLen`),
+ * keeping the two words a key is made of: `out[o] = h1`, `out[o + 1] = h2`. Shared by
+ * the general loop and `chain16`.
+ */
+function finish(
+  h1: number,
+  h2: number,
+  h3: number,
+  h4: number,
+  byteLen: number,
+  out: Uint32Array,
+  o: number,
+): void {
+  h1 ^= byteLen;
+  h2 ^= byteLen;
+  h3 ^= byteLen;
+  h4 ^= byteLen;
+  h1 = (h1 + h2 + h3 + h4) | 0;
+  h2 = (h2 + h1) | 0;
+  h3 = (h3 + h1) | 0;
+  h4 = (h4 + h1) | 0;
+  h1 = fmix(h1);
+  h2 = fmix(h2);
+  h3 = fmix(h3);
+  h4 = fmix(h4);
+  h1 = (h1 + h2 + h3 + h4) | 0;
+  out[o] = h1;
+  out[o + 1] = (h2 + h1) | 0;
 }
 
 function fmix(h: number): number {

@@ -1,6 +1,8 @@
 /**
  * Counts every applyEvent outcome as `${type}/${status}` without building a string per
  * event (a fixed table of counters; the record is built only when `stats()` asks).
+ * The one such table: the index keeps one for all workers, each event stream one for
+ * its worker (`ingest/stream-state.ts`).
  */
 
 import type { KvEvent } from "../protocol/events.js";

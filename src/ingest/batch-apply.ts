@@ -65,7 +65,7 @@ export function applyBatch(
     } else {
       for (const event of batch!.events) {
         const keyable = event.type === "stored" ? keyableStored(event) : event;
-        if (keyable === null) c.countEvent("stored", "opaque_extra_keys");
+        if (keyable === null) c.countOpaqueExtraKeys();
         else c.countEvent(event.type, index.applyEvent(worker, keyable).status);
       }
     }

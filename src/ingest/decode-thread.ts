@@ -18,14 +18,12 @@
  * and the process exit). If it dies, its streams are told (`onLost`) and go on without.
  */
 
-import { createRequire } from "node:module";
-import { extname } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import type { DecodeError, SkipCounts } from "../protocol/decode-error.js";
 import type { EventTape, TapeArrays } from "../protocol/event-tape.js";
 import type { EventBatch } from "../protocol/events.js";
 import type { FieldOrder } from "../protocol/vllm-codec.js";
+import { siblingModule, startWorkerThread } from "../worker-thread.js";
 
 /** The decode result of one payload: a tape, or objects when a tape cannot hold it. */
 export type DecodeReply =
@@ -135,24 +133,7 @@ export interface StreamHandlers {
 }
 
 /** The worker module beside this one: `.ts` under tsx/vitest, `.js` from dist/. */
-const EXT = extname(fileURLToPath(import.meta.url));
-const WORKER_URL = new URL(`./decode-worker${EXT}`, import.meta.url);
-
-/**
- * Starts the worker. From `.js` directly; from `.ts` (tsx, vitest) through a small
- * bootstrap that loads it with tsx's `tsImport`, because tsx's `--import` hook does not
- * reach worker threads (Node then rejects the `.ts` entry point).
- */
-function startWorker(): Worker {
-  if (EXT !== ".ts") return new Worker(WORKER_URL);
-  const tsxPackage = createRequire(import.meta.url).resolve("tsx/package.json");
-  const api = new URL("./dist/esm/api/index.mjs", pathToFileURL(tsxPackage)).href;
-  const target = JSON.stringify(WORKER_URL.href);
-  const code =
-    `import(${JSON.stringify(api)}).then((tsx) => tsx.tsImport(${target}, ${target}))` +
-    ".catch((err) => { console.error(err); process.exit(1); });";
-  return new Worker(code, { eval: true });
-}
+const WORKER_URL = siblingModule(import.meta.url, "decode-worker");
 
 export class DecodeThread {
   static #shared: DecodeThread | null = null;
@@ -186,7 +167,7 @@ export class DecodeThread {
     this.#ready = new Promise((resolve) => {
       this.#onReady = resolve;
     });
-    this.#worker = startWorker();
+    this.#worker = startWorkerThread(WORKER_URL);
     this.#worker.unref();
     this.#worker.on("message", (ev: ThreadEvent) => this.#onMessage(ev));
     this.#worker.on("error", () => this.#fail());

@@ -29,8 +29,14 @@
  * restart under a resumed replay) and are read, tested and changed together.
  */
 
-import { PendingQueue } from "./pending-queue.js";
+import { Fifo } from "../util/fifo.js";
 import type { ResetReason } from "./stream-state.js";
+
+/** A live batch waiting while a replay is in flight. */
+interface PendingMessage<P> {
+  readonly seq: bigint;
+  readonly payload: P;
+}
 
 /** What the subscriber must do, in order. */
 export type SequencerAction<P> =
@@ -89,7 +95,7 @@ export class Sequencer<P> {
   readonly #o: Required<SequencerOptions<P>>;
   #last: bigint | null = null;
   #lastPayload: P | null = null;
-  readonly #pending = new PendingQueue<P>();
+  readonly #pending = new Fifo<PendingMessage<P>>();
   #replay: Replay<P> | null = null;
   /** Replays in a row without progress. */
   #attempts = 0;
@@ -341,7 +347,7 @@ export class Sequencer<P> {
       const head = this.#pending.peek();
       if (head === undefined) break;
       if (!this.#step(head.seq, head.payload)) return;
-      this.#pending.dropHead();
+      this.#pending.shift();
     }
     if (this.#replay === null) this.#setCurrent(true);
   }

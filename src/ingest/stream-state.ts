@@ -4,7 +4,10 @@
  * `StreamState` snapshot on scrape and turns it into metrics.
  */
 
+import { OutcomeCounter } from "../index/outcome-counter.js";
+import type { ApplyStatus } from "../index/types.js";
 import type { SkipCounts } from "../protocol/decode-error.js";
+import type { KvEvent } from "../protocol/events.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import { REPLAY_FAILURE_REASONS, type ReplayFailureReason } from "../transport/replay-client.js";
 
@@ -80,16 +83,6 @@ export interface StreamState {
   readonly applyErrors: number;
 }
 
-/** Event types and apply statuses with a slot in the counter table (the index's contract). */
-const EVENT_TYPES: readonly string[] = ["stored", "removed", "cleared"];
-const STATUSES: readonly string[] = [
-  "applied",
-  "parent_not_found",
-  "block_not_found",
-  "block_size_mismatch",
-  "invalid_token_count",
-];
-
 function zeroRecord<K extends string>(keys: readonly K[]): Record<K, number> {
   const out = {} as Record<K, number>;
   for (const k of keys) out[k] = 0;
@@ -106,13 +99,10 @@ export class StreamCounters {
   batches = 0;
   replayedBatches = 0;
   duplicates = 0;
-  /**
-   * Counts of the known (type, status) pairs in a flat table (hot path: one increment,
-   * no Map, no string building); anything else in `#otherEvents`. Flattened to
-   * `${type}/${status}` only in snapshots.
-   */
-  readonly #events = new Float64Array(EVENT_TYPES.length * STATUSES.length);
-  readonly #otherEvents = new Map<string, number>();
+  /** The index's answer to each event this stream applied, by (type, status). */
+  readonly #events = new OutcomeCounter();
+  /** Stored events not indexed: extra keys the router cannot reproduce (`extra-keys.ts`). */
+  #opaqueExtraKeys = 0;
   readonly skipped: SkipCounts = { unknownTag: 0, nonMainGroup: 0, unknownKeys: 0 };
   gaps = 0;
   replays = 0;
@@ -123,28 +113,20 @@ export class StreamCounters {
   dpRankMismatches = 0;
   applyErrors = 0;
 
-  /** Count one applied event outcome (hot path: no string building). */
-  countEvent(type: string, status: string): void {
-    const t = type === "stored" ? 0 : type === "removed" ? 1 : type === "cleared" ? 2 : -1;
-    const s = status === "applied" ? 0 : STATUSES.indexOf(status);
-    if (t >= 0 && s >= 0) {
-      this.#events[t * STATUSES.length + s]!++;
-      return;
-    }
-    const key = `${type}/${status}`;
-    this.#otherEvents.set(key, (this.#otherEvents.get(key) ?? 0) + 1);
+  /** Count the index's answer to one applied event (hot path: one increment). */
+  countEvent(type: KvEvent["type"], status: ApplyStatus): void {
+    this.#events.count(type, status);
+  }
+
+  /** Count a stored event left out of the index because of its extra keys. */
+  countOpaqueExtraKeys(): void {
+    this.#opaqueExtraKeys++;
   }
 
   /** Event outcomes as `${type}/${status}` → count (only outcomes that occurred). */
   eventCounts(): Record<string, number> {
-    const out: Record<string, number> = {};
-    for (let t = 0; t < EVENT_TYPES.length; t++) {
-      for (let s = 0; s < STATUSES.length; s++) {
-        const n = this.#events[t * STATUSES.length + s]!;
-        if (n > 0) out[`${EVENT_TYPES[t]}/${STATUSES[s]}`] = n;
-      }
-    }
-    for (const [key, n] of this.#otherEvents) out[key] = n;
+    const out = this.#events.toRecord();
+    if (this.#opaqueExtraKeys > 0) out["stored/opaque_extra_keys"] = this.#opaqueExtraKeys;
     return out;
   }
 

@@ -18,7 +18,7 @@
 
 import type { PromParseResult, PromSample } from "./prometheus-text.js";
 import { parsePrometheusText } from "./prometheus-text.js";
-import type { WorkerKind } from "./types.js";
+import type { EngineLoad, WorkerKind } from "./types.js";
 
 /** Which worker an exposition is read for. */
 export interface EngineMetricsTarget {
@@ -28,18 +28,6 @@ export interface EngineMetricsTarget {
   readonly dpRank: number;
   /** Tokens per block, to turn SGLang's token capacity into blocks. */
   readonly blockSize: number;
-}
-
-/** A snapshot without its time (the caller knows when it scraped). */
-export interface EngineLoad {
-  readonly running: number;
-  readonly waiting: number;
-  readonly kvUsage: number;
-  readonly prefixCacheQueries?: number;
-  readonly prefixCacheHits?: number;
-  readonly prefixCacheHitRate?: number;
-  readonly numGpuBlocks?: number;
-  readonly blockSize?: number;
 }
 
 export type EngineLoadResult =

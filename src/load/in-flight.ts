@@ -12,6 +12,8 @@
  */
 
 import type { WorkerKey } from "../protocol/worker.js";
+import { Fifo } from "../util/fifo.js";
+import { RunningTotals, ZERO_TOTALS } from "./in-flight-totals.js";
 import type { InFlightAdd, InFlightTotals, InFlightUpdate } from "./types.js";
 
 export interface InFlightConfig {
@@ -41,44 +43,14 @@ interface Entry {
   before: boolean;
 }
 
-class Totals implements InFlightTotals {
-  pendingPrefillTokens = 0;
-  pendingRequests = 0;
-  activeBlocks = 0;
-  activeRequests = 0;
-
-  add(e: Entry, sign: 1 | -1): void {
-    if (e.pending) {
-      this.pendingPrefillTokens += sign * e.prefillTokens;
-      this.pendingRequests += sign;
-    }
-    this.activeBlocks += sign * e.blocks;
-    this.activeRequests += sign;
-  }
-
-  endPrefill(e: Entry): void {
-    this.pendingPrefillTokens -= e.prefillTokens;
-    this.pendingRequests--;
-  }
-
-  /** This = a − b. */
-  difference(a: Totals, b: Totals): this {
-    this.pendingPrefillTokens = a.pendingPrefillTokens - b.pendingPrefillTokens;
-    this.pendingRequests = a.pendingRequests - b.pendingRequests;
-    this.activeBlocks = a.activeBlocks - b.activeBlocks;
-    this.activeRequests = a.activeRequests - b.activeRequests;
-    return this;
-  }
-}
-
 interface WorkerState {
   /** Live entries. */
   count: number;
-  readonly all: Totals;
+  readonly all: RunningTotals;
   /** Totals of live entries added at or before `sinceMs`. */
-  readonly before: Totals;
+  readonly before: RunningTotals;
   /** `all − before`, handed out by `totalsSince`. */
-  readonly since: Totals;
+  readonly since: RunningTotals;
   sinceMs: number;
   /** This worker's entries in routing order (dead ones until compacted). */
   queue: Entry[];
@@ -86,37 +58,12 @@ interface WorkerState {
   cursor: number;
 }
 
-/** FIFO of entries in insertion order; stale heads are skipped lazily. */
-class Queue {
-  #items: Entry[] = [];
-  #head = 0;
-  push(e: Entry): void {
-    this.#items.push(e);
-  }
-  peek(): Entry | undefined {
-    return this.#items[this.#head];
-  }
-  shift(): void {
-    this.#head++;
-    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
-      this.#items = this.#items.slice(this.#head);
-      this.#head = 0;
-    }
-  }
-}
-
-const ZERO: InFlightTotals = Object.freeze({
-  pendingPrefillTokens: 0,
-  pendingRequests: 0,
-  activeBlocks: 0,
-  activeRequests: 0,
-});
-
 export class InFlightTracker {
   readonly #byId = new Map<string, Entry>();
   readonly #workers = new Map<WorkerKey, WorkerState>();
-  readonly #prefillQueue = new Queue();
-  readonly #ttlQueue = new Queue();
+  /** Entries in routing order; heads already removed or reported are skipped lazily. */
+  readonly #prefillQueue = new Fifo<Entry>();
+  readonly #ttlQueue = new Fifo<Entry>();
   readonly prefillTtlMs: number;
   readonly ttlMs: number;
   #expiredPrefills = 0;
@@ -164,7 +111,7 @@ export class InFlightTracker {
     this.#byId.set(requestId, e);
     const w = this.#worker(worker);
     w.count++;
-    w.all.add(e, 1);
+    w.all.add(e.pending, e.prefillTokens, e.blocks, 1);
     if (w.queue.length > 2 * w.count + 64) compact(w);
     w.queue.push(e);
     advance(w);
@@ -214,7 +161,7 @@ export class InFlightTracker {
 
   /** Totals of every in-flight request on `worker`. The object is live: read, don't keep. */
   totals(worker: WorkerKey): InFlightTotals {
-    return this.#workers.get(worker)?.all ?? ZERO;
+    return this.#workers.get(worker)?.all ?? ZERO_TOTALS;
   }
 
   /**
@@ -223,7 +170,7 @@ export class InFlightTracker {
    */
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals {
     const w = this.#workers.get(worker);
-    if (w === undefined) return ZERO;
+    if (w === undefined) return ZERO_TOTALS;
     if (w.sinceMs !== sinceMs) {
       if (sinceMs < w.sinceMs) retreat(w, sinceMs);
       w.sinceMs = sinceMs;
@@ -263,9 +210,9 @@ export class InFlightTracker {
     if (w === undefined) {
       w = {
         count: 0,
-        all: new Totals(),
-        before: new Totals(),
-        since: new Totals(),
+        all: new RunningTotals(),
+        before: new RunningTotals(),
+        since: new RunningTotals(),
         sinceMs: -Infinity,
         queue: [],
         cursor: 0,
@@ -278,16 +225,16 @@ export class InFlightTracker {
   #endPrefill(e: Entry): void {
     if (!e.pending) return;
     const w = this.#workers.get(e.worker)!;
-    w.all.endPrefill(e);
-    if (e.before) w.before.endPrefill(e);
+    w.all.endPrefill(e.prefillTokens);
+    if (e.before) w.before.endPrefill(e.prefillTokens);
     e.pending = false;
   }
 
   #remove(e: Entry): void {
     this.#byId.delete(e.id);
     const w = this.#workers.get(e.worker)!;
-    w.all.add(e, -1);
-    if (e.before) w.before.add(e, -1);
+    w.all.add(e.pending, e.prefillTokens, e.blocks, -1);
+    if (e.before) w.before.add(e.pending, e.prefillTokens, e.blocks, -1);
     e.live = false;
     w.count--;
     if (w.count === 0) this.#workers.delete(e.worker);
@@ -301,7 +248,7 @@ function advance(w: WorkerState): void {
     const e = q[w.cursor++]!;
     if (!e.live) continue;
     e.before = true;
-    w.before.add(e, 1);
+    w.before.add(e.pending, e.prefillTokens, e.blocks, 1);
   }
 }
 
@@ -312,7 +259,7 @@ function retreat(w: WorkerState, sinceMs: number): void {
     const e = q[--w.cursor]!;
     if (!e.live || !e.before) continue;
     e.before = false;
-    w.before.add(e, -1);
+    w.before.add(e.pending, e.prefillTokens, e.blocks, -1);
   }
 }
 

@@ -40,8 +40,8 @@ export interface WorkerInfo {
   readonly numGpuBlocks: number | null;
 }
 
-/** One observation of an engine's load, scraped from /metrics or pushed. */
-export interface LoadSnapshot {
+/** An engine's load as it reports it (`engine-metrics.ts`), without the time of reading. */
+export interface EngineLoad {
   /** Requests being executed (prefill or decode). */
   readonly running: number;
   /** Requests queued, not yet scheduled. */
@@ -58,6 +58,10 @@ export interface LoadSnapshot {
   readonly numGpuBlocks?: number;
   /** Engine block size in tokens, when exposed. */
   readonly blockSize?: number;
+}
+
+/** One observation of an engine's load, scraped from /metrics or pushed. */
+export interface LoadSnapshot extends EngineLoad {
   /** Router clock (ms) at which the engine was in this state (the scrape's start). */
   readonly atMs: number;
 }

@@ -9,6 +9,7 @@
  * own prefill and request deadlines, applied by `sweep`.
  */
 
+import { RunningTotals, ZERO_TOTALS } from "../load/in-flight-totals.js";
 import type { PredictedLoadSource } from "../load/predicted-load-source.js";
 import type { InFlightTotals } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
@@ -20,31 +21,10 @@ interface Entry {
   pending: boolean;
 }
 
-class Totals implements InFlightTotals {
-  pendingPrefillTokens = 0;
-  pendingRequests = 0;
-  activeBlocks = 0;
-  activeRequests = 0;
-
-  add(x: Entry, sign: 1 | -1): void {
-    if (x.pending) {
-      this.pendingPrefillTokens += sign * x.e.prefillTokens;
-      this.pendingRequests += sign;
-    }
-    this.activeBlocks += sign * x.e.blocks;
-    this.activeRequests += sign;
-  }
-
-  endPrefill(x: Entry): void {
-    this.pendingPrefillTokens -= x.e.prefillTokens;
-    this.pendingRequests--;
-  }
-}
-
 interface WorkerState {
   readonly entries: Set<Entry>;
-  readonly all: Totals;
-  since: Totals;
+  readonly all: RunningTotals;
+  since: RunningTotals;
   sinceMs: number;
 }
 
@@ -55,13 +35,6 @@ interface ReplicaState {
   /** Ids reported done recently: a hash read racing the `done` must not revive them. */
   readonly doneAt: Map<string, number>;
 }
-
-const ZERO: InFlightTotals = Object.freeze({
-  pendingPrefillTokens: 0,
-  pendingRequests: 0,
-  activeBlocks: 0,
-  activeRequests: 0,
-});
 
 /** How a message's sequence number relates to the last one heard from its replica. */
 export type SeqCheck = "next" | "gap" | "new";
@@ -100,8 +73,8 @@ export class RemoteLoadBook implements PredictedLoadSource {
     r.entries.set(e.id, x);
     const w = this.#worker(e.worker);
     w.entries.add(x);
-    w.all.add(x, 1);
-    if (e.addedMs > w.sinceMs) w.since.add(x, 1);
+    w.all.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
+    if (e.addedMs > w.sinceMs) w.since.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
   }
 
   firstToken(replica: string, id: string): void {
@@ -151,15 +124,16 @@ export class RemoteLoadBook implements PredictedLoadSource {
   }
 
   totals(worker: WorkerKey): InFlightTotals {
-    return this.#workers.get(worker)?.all ?? ZERO;
+    return this.#workers.get(worker)?.all ?? ZERO_TOTALS;
   }
 
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals {
     const w = this.#workers.get(worker);
-    if (w === undefined) return ZERO;
+    if (w === undefined) return ZERO_TOTALS;
     if (w.sinceMs !== sinceMs) {
-      const t = new Totals();
-      for (const x of w.entries) if (x.e.addedMs > sinceMs) t.add(x, 1);
+      const t = new RunningTotals();
+      for (const x of w.entries)
+        if (x.e.addedMs > sinceMs) t.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
       w.since = t;
       w.sinceMs = sinceMs;
     }
@@ -203,7 +177,12 @@ export class RemoteLoadBook implements PredictedLoadSource {
   #worker(worker: WorkerKey): WorkerState {
     let w = this.#workers.get(worker);
     if (w === undefined) {
-      w = { entries: new Set(), all: new Totals(), since: new Totals(), sinceMs: -Infinity };
+      w = {
+        entries: new Set(),
+        all: new RunningTotals(),
+        since: new RunningTotals(),
+        sinceMs: -Infinity,
+      };
       this.#workers.set(worker, w);
     }
     return w;
@@ -212,16 +191,16 @@ export class RemoteLoadBook implements PredictedLoadSource {
   #endPrefill(x: Entry): void {
     if (!x.pending) return;
     const w = this.#workers.get(x.e.worker)!;
-    w.all.endPrefill(x);
-    if (x.e.addedMs > w.sinceMs) w.since.endPrefill(x);
+    w.all.endPrefill(x.e.prefillTokens);
+    if (x.e.addedMs > w.sinceMs) w.since.endPrefill(x.e.prefillTokens);
     x.pending = false;
   }
 
   #remove(r: ReplicaState, x: Entry): void {
     r.entries.delete(x.e.id);
     const w = this.#workers.get(x.e.worker)!;
-    w.all.add(x, -1);
-    if (x.e.addedMs > w.sinceMs) w.since.add(x, -1);
+    w.all.add(x.pending, x.e.prefillTokens, x.e.blocks, -1);
+    if (x.e.addedMs > w.sinceMs) w.since.add(x.pending, x.e.prefillTokens, x.e.blocks, -1);
     w.entries.delete(x);
     if (w.entries.size === 0) this.#workers.delete(x.e.worker);
   }

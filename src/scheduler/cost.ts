@@ -12,7 +12,7 @@
  * shared store, 1 (a miss) otherwise; the partial tail block is always a miss.
  */
 
-import type { CandidateInput, CostWeights, TierOverlap } from "./types.js";
+import type { CandidateInput, CostTerms, CostWeights, TierOverlap } from "./types.js";
 
 /** Per-block cost of the prompt's full blocks plus the tail, for one candidate. */
 export function newPrefillBlocks(
@@ -49,15 +49,6 @@ function segment(from: number, to: number, local: number, store: number, ws: num
 
 function clamp(v: number, lo: number, hi: number): number {
   return Math.max(lo, Math.min(v, hi));
-}
-
-export interface CostTerms {
-  readonly newPrefillBlocks: number;
-  readonly prefillCost: number;
-  readonly decodeCost: number;
-  readonly queueCost: number;
-  readonly stalePenalty: number;
-  readonly totalCost: number;
 }
 
 /** All cost terms of one candidate. `penalty` is the stale penalty to add (0 if none). */

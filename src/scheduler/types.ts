@@ -83,10 +83,8 @@ export interface ScheduleInput {
 /** Why a candidate was not eligible. */
 export type ExclusionReason = "stale" | "kv_hard_cap" | "kv_outlier";
 
-/** Every number the decision used for one candidate. */
-export interface CandidateBreakdown {
-  readonly worker: WorkerKey;
-  readonly overlap: TierOverlap;
+/** The terms of one candidate's cost (`cost.ts`), in blocks of prefill work. */
+export interface CostTerms {
   /** The new request's prefill in blocks after tier discounts (misses + weighted hits + tail). */
   readonly newPrefillBlocks: number;
   /** weights.prefill × newPrefillBlocks + weights.pending × pending prefill blocks. */
@@ -98,6 +96,12 @@ export interface CandidateBreakdown {
   /** stalePenalty when the candidate is stale and kept, else 0. */
   readonly stalePenalty: number;
   readonly totalCost: number;
+}
+
+/** Every number the decision used for one candidate: its cost terms and their inputs. */
+export interface CandidateBreakdown extends CostTerms {
+  readonly worker: WorkerKey;
+  readonly overlap: TierOverlap;
   readonly kvLoad: number | null;
   readonly stale: boolean;
   readonly load: EffectiveLoad;

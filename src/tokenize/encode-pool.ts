@@ -5,27 +5,12 @@
  * terminates the workers and fails the jobs still waiting.
  */
 
-import { createRequire } from "node:module";
-import { extname } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
+import { siblingModule, startWorkerThread } from "../worker-thread.js";
 import type { EncodeReply } from "./encode-worker.js";
 import { TokenizeError } from "./types.js";
 
-const EXT = extname(fileURLToPath(import.meta.url));
-const WORKER_URL = new URL(`./encode-worker${EXT}`, import.meta.url);
-
-/** `.js` directly; `.ts` (tsx, vitest) through tsx's `tsImport`, as `decode-thread.ts` does. */
-function startWorker(dir: string): Worker {
-  if (EXT !== ".ts") return new Worker(WORKER_URL, { workerData: { dir } });
-  const tsxPackage = createRequire(import.meta.url).resolve("tsx/package.json");
-  const api = new URL("./dist/esm/api/index.mjs", pathToFileURL(tsxPackage)).href;
-  const target = JSON.stringify(WORKER_URL.href);
-  const code =
-    `import(${JSON.stringify(api)}).then((tsx) => tsx.tsImport(${target}, ${target}))` +
-    ".catch((err) => { console.error(err); process.exit(1); });";
-  return new Worker(code, { eval: true, workerData: { dir } });
-}
+const WORKER_URL = siblingModule(import.meta.url, "encode-worker");
 
 export interface PoolState {
   readonly started: number;
@@ -62,7 +47,7 @@ export class EncodePool {
   warm(): void {
     if (this.#closed) return;
     while (this.#slots.length < this.#size) {
-      const worker = startWorker(this.#dir);
+      const worker = startWorkerThread(WORKER_URL, { workerData: { dir: this.#dir } });
       const slot: Slot = { worker, ready: false, busy: 0 };
       worker.on("message", (m: EncodeReply | { ready: true }) => {
         if ("ready" in m) {
