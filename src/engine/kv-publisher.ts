@@ -197,7 +197,11 @@ export class KvEventPublisher {
   }
 
   /** Counters: batches sent, send errors, replay requests served. */
-  get stats(): { readonly published: number; readonly sendErrors: number; readonly replayRequests: number } {
+  get stats(): {
+    readonly published: number;
+    readonly sendErrors: number;
+    readonly replayRequests: number;
+  } {
     const s = this.#transport.stats;
     return { published: s.published, sendErrors: s.sendErrors, replayRequests: s.replayRequests };
   }
