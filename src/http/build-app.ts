@@ -17,6 +17,7 @@ import { Registry } from "prom-client";
 import { createMetrics, type RouterMetrics } from "../telemetry/metrics.js";
 import type { AppDeps } from "./deps.js";
 import { installErrorHandling } from "./error-handler.js";
+import { registerEventRoutes } from "./event-routes.js";
 import { registerGatewayRoutes } from "./gateway-routes.js";
 import { registerHealthRoutes } from "./health-routes.js";
 import { installJsonParser } from "./json-depth.js";
@@ -80,6 +81,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   registerRouteRoutes(app, deps, metrics);
   registerRequestRoutes(app, deps);
   registerWorkerRoutes(app, deps);
+  registerEventRoutes(app, deps);
   if (deps.gateway !== undefined) {
     registerGatewayRoutes(app, deps.gateway, deps.config.gateway.authToken);
   }

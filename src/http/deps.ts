@@ -8,6 +8,7 @@ import type { KvrouterConfig } from "../config/types.js";
 import type { FleetControl } from "../fleet/fleet-control.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { PrefixIndex } from "../index/types.js";
+import type { HttpEventStreams } from "../ingest/http-event-streams.js";
 import type { StreamState } from "../ingest/stream-state.js";
 import type { InFlightTracker } from "../load/in-flight.js";
 import type { LoadTracker } from "../load/load-tracker.js";
@@ -38,6 +39,8 @@ export interface AppDeps {
   readonly replicaSync?: () => ReplicaSyncStatus;
   /** Gateway mode (the OpenAI routes); absent = decision API only. */
   readonly gateway?: Gateway;
+  /** KV event streams pushed over HTTP (`POST /v1/workers/:id/events`); absent = route off. */
+  readonly httpEvents?: HttpEventStreams;
   /** Prometheus registry for this app; a fresh one is made when absent. */
   readonly metricsRegistry?: Registry;
 }

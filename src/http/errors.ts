@@ -31,6 +31,10 @@ export const ERROR_CODES = {
   },
   worker_exists: { status: 409, meaning: "a worker with this id is already registered" },
   duplicate_request: { status: 409, meaning: "request_id is already in flight" },
+  events_over_zmq: {
+    status: 409,
+    meaning: "the worker's KV events come over ZeroMQ (events_endpoint): HTTP pushes are refused",
+  },
   model_not_found: { status: 404, meaning: "gateway: no registered worker serves this model" },
   rate_limited: {
     status: 429,

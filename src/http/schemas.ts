@@ -5,6 +5,7 @@
  */
 
 import type { ServerConfig } from "../config/types.js";
+import type { ForwardPassMetricsFields } from "../load/forward-pass-metrics.js";
 import { MAX_WEIGHT } from "../scheduler/config.js";
 
 /** Limits the schemas depend on. */
@@ -126,10 +127,27 @@ export interface AddWorkerBody {
   readonly [key: string]: unknown;
 }
 
-/** `PUT /v1/workers/:id/load`: what engines without /metrics push. */
+/** Dynamo's `ForwardPassMetrics` halves (`src/load/forward-pass-metrics.ts`). */
+const fpmWorker = {
+  data_parallel_rank: { type: ["integer", "null"], minimum: 0 },
+  request_active_slots: nonNegative,
+  request_total_slots: nonNegative,
+  num_requests_waiting: nonNegative,
+} as const;
+const fpmKv = {
+  kv_active_blocks: { type: "integer", minimum: 0 },
+  kv_total_blocks: { type: "integer", minimum: 0 },
+  gpu_cache_usage_perc: { type: "number", minimum: 0, maximum: 1 },
+  gpu_prefix_cache_hit_rate: { type: "number", minimum: 0, maximum: 1 },
+} as const;
+
+/**
+ * `PUT /v1/workers/:id/load`: what engines without /metrics push. Two shapes: ours
+ * (`running`, `waiting`, `kv_usage` required, checked by the route) or Dynamo's
+ * `ForwardPassMetrics`, flat or nested (`worker_stats`, `kv_stats`).
+ */
 export const pushLoadBodySchema = {
   type: "object",
-  required: ["running", "waiting", "kv_usage"],
   additionalProperties: false,
   properties: {
     dp_rank: { type: "integer", minimum: 0 },
@@ -139,15 +157,23 @@ export const pushLoadBodySchema = {
     num_gpu_blocks: { type: "integer", minimum: 1 },
     prefix_cache_queries: nonNegative,
     prefix_cache_hits: nonNegative,
+    ...fpmWorker,
+    ...fpmKv,
+    worker_stats: { type: "object", additionalProperties: false, properties: fpmWorker },
+    kv_stats: { type: "object", additionalProperties: false, properties: fpmKv },
+    spec_decode_stats: { type: "null" },
   },
 } as const;
 
-export interface PushLoadBody {
+export interface PushLoadBody extends ForwardPassMetricsFields {
   readonly dp_rank?: number;
-  readonly running: number;
-  readonly waiting: number;
-  readonly kv_usage: number;
+  readonly running?: number;
+  readonly waiting?: number;
+  readonly kv_usage?: number;
   readonly num_gpu_blocks?: number;
   readonly prefix_cache_queries?: number;
   readonly prefix_cache_hits?: number;
+  readonly worker_stats?: ForwardPassMetricsFields;
+  readonly kv_stats?: ForwardPassMetricsFields;
+  readonly spec_decode_stats?: null;
 }

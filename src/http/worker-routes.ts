@@ -1,6 +1,6 @@
 /**
  * Fleet membership and pushed load: `GET/POST /v1/workers`, `DELETE /v1/workers/:id`,
- * `PUT /v1/workers/:id/load`. A worker added here obeys the same rules as one in the
+ * `PUT /v1/workers/:id/load` (ours or Dynamo's `ForwardPassMetrics`, `load-body.ts`). A worker added here obeys the same rules as one in the
  * config file (`validateWorker`); the mutating routes need the bearer token if one is set.
  */
 
@@ -10,6 +10,7 @@ import { type WorkerKey, workerKey } from "../protocol/worker.js";
 import { requireBearer } from "./auth.js";
 import type { AppDeps } from "./deps.js";
 import { ApiError } from "./errors.js";
+import { pushedLoad } from "./load-body.js";
 import {
   type AddWorkerBody,
   addWorkerBodySchema,
@@ -28,6 +29,8 @@ function ranks(id: string, dpSize: number): WorkerKey[] {
 
 /** Worker and load bodies are flat objects: one level of JSON nesting. */
 const FLAT = { maxJsonDepth: 1 };
+/** Load bodies: flat, or Dynamo's nested `ForwardPassMetrics` (two levels). */
+const LOAD_DEPTH = { maxJsonDepth: 2 };
 
 export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void {
   const guard = requireBearer(deps.config.server.authToken);
@@ -108,15 +111,14 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
     {
       schema: { params: workerIdParams, body: pushLoadBodySchema },
       onRequest: guard,
-      config: FLAT,
+      config: LOAD_DEPTH,
     },
     async (req) => {
       const { id } = req.params;
       const w = fleet.get(id);
       if (w === undefined)
         throw new ApiError("worker_not_found", `no worker ${JSON.stringify(id)}`);
-      const b = req.body;
-      const rank = b.dp_rank ?? 0;
+      const { load, dpRank: rank } = pushedLoad(req.body);
       if (rank >= w.dpSize) {
         throw new ApiError(
           "invalid_request",
@@ -125,22 +127,7 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
       }
       const nowMs = deps.nowMs();
       const key = workerKey(id, rank);
-      loads.update(
-        key,
-        {
-          running: b.running,
-          waiting: b.waiting,
-          kvUsage: b.kv_usage,
-          ...(b.num_gpu_blocks === undefined ? {} : { numGpuBlocks: b.num_gpu_blocks }),
-          ...(b.prefix_cache_queries === undefined
-            ? {}
-            : { prefixCacheQueries: b.prefix_cache_queries }),
-          ...(b.prefix_cache_hits === undefined ? {} : { prefixCacheHits: b.prefix_cache_hits }),
-          atMs: nowMs,
-        },
-        nowMs,
-        "push",
-      );
+      loads.update(key, { ...load, atMs: nowMs }, nowMs, "push");
       return { worker: key, load: loadJson(loads.view(key, nowMs), nowMs) };
     },
   );

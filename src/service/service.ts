@@ -15,6 +15,7 @@ import { buildApp } from "../http/build-app.js";
 import { drainConnections } from "../http/server-limits.js";
 import { RadixTreeIndex } from "../index/radix-tree.js";
 import type { PrefixIndex } from "../index/types.js";
+import { HttpEventStreams } from "../ingest/http-event-streams.js";
 import { MetricsScraper } from "../ingest/metrics-scraper.js";
 import { SubscriberPool } from "../ingest/subscriber-pool.js";
 import { InFlightTracker } from "../load/in-flight.js";
@@ -84,6 +85,12 @@ export async function createService(
     logger: logger.child({ component: "scraper" }),
   });
   const fleet = new Fleet({ index, registry, loads, inFlight, pool, scrapes, nowMs });
+  const httpEvents = new HttpEventStreams({
+    index,
+    log: logger.child({ component: "events" }),
+    nowMs,
+    owner: (id) => fleet.get(id),
+  });
   const router = new Router({
     index,
     registry,
@@ -107,7 +114,8 @@ export async function createService(
     loads,
     inFlight,
     fleet,
-    streams: () => pool.states(),
+    streams: () => [...pool.states(), ...httpEvents.states()],
+    httpEvents,
     catchingUp: () => pool.catchingUp(),
     logger,
     nowMs,
