@@ -2,7 +2,8 @@
  * Dense small-int slots for worker keys, so node holder lists store a 16-bit slot instead
  * of a string, plus per-slot numeric columns (blocks held, and the scratch run counters
  * of `findMatches`). The public order is by worker key, so results do not depend on the
- * order in which workers were first seen.
+ * order in which workers were first seen; `sortMatched` puts a lookup's few matched slots
+ * in that order without visiting the whole fleet.
  *
  * A cleared worker's slot is *retired*: it leaves the key map at once (the worker's key
  * gets a fresh slot when it comes back), while its old entries are reclaimed in slices;
@@ -13,6 +14,13 @@ import type { WorkerKey } from "../protocol/worker.js";
 
 /** Holder words keep the slot in 16 bits (see node-store.ts). */
 export const MAX_WORKERS = 65536;
+
+/** Up to this many matched slots are sorted by key rather than rebuild a stale order. */
+const FEW = 64;
+
+function compare(a: WorkerKey, b: WorkerKey): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
 
 export class WorkerSlots {
   /** Distinct blocks held by each slot, any tier. */
@@ -25,6 +33,12 @@ export class WorkerSlots {
   gpuRun = new Int32Array(16);
   hostRun = new Int32Array(16);
   diskRun = new Int32Array(16);
+  /** Scratch for findMatches: the slots it matched, and the same in key order. */
+  touched = new Int32Array(16);
+  #sorted = new Int32Array(16);
+  #packed = new Float64Array(16);
+  /** Each live slot's position in `order()` (valid while the order is cached). */
+  #rank = new Int32Array(16);
   readonly #slotOf = new Map<WorkerKey, number>();
   #keys: (WorkerKey | undefined)[] = [];
   readonly #free: number[] = [];
@@ -60,6 +74,10 @@ export class WorkerSlots {
     this.blocks[slot] = 0;
     this.gpuEntries[slot] = 0;
     this.gpuCap[slot] = 0;
+    // A recycled slot's disk run was −1 (retired); findMatches needs 0 on live slots.
+    this.gpuRun[slot] = 0;
+    this.hostRun[slot] = 0;
+    this.diskRun[slot] = 0;
     this.#order = null;
     return slot;
   }
@@ -84,11 +102,41 @@ export class WorkerSlots {
   order(): readonly number[] {
     if (this.#order === null) {
       const keys = this.#keys;
-      this.#order = [...this.#slotOf.values()].sort((a, b) =>
-        keys[a]! < keys[b]! ? -1 : keys[a]! > keys[b]! ? 1 : 0,
-      );
+      const order = [...this.#slotOf.values()].sort((a, b) => compare(keys[a]!, keys[b]!));
+      for (let i = 0; i < order.length; i++) this.#rank[order[i]!] = i;
+      this.#order = order;
     }
     return this.#order;
+  }
+
+  /**
+   * `touched[0, count)` (distinct live slots whose `diskRun` is > 0, every other live
+   * slot's being 0) in key order. Costs O(count log count) while the key order is cached;
+   * a large share of the fleet is picked out of the order instead, and a few slots after
+   * a membership change are sorted by key without rebuilding the order. Returns scratch.
+   */
+  sortMatched(count: number): Int32Array {
+    const touched = this.touched;
+    if (count === 1) return touched;
+    if (this.#order === null && count <= FEW) {
+      const keys = this.#keys;
+      return touched.subarray(0, count).sort((a, b) => compare(keys[a]!, keys[b]!));
+    }
+    const order = this.order();
+    const out = this.#sorted;
+    if (count * 8 >= order.length) {
+      const disk = this.diskRun;
+      let j = 0;
+      for (let i = 0; i < order.length; i++) if (disk[order[i]!]! > 0) out[j++] = order[i]!;
+      return out;
+    }
+    // Rank and slot packed into one number: a numeric sort without a comparator.
+    const packed = this.#packed;
+    const rank = this.#rank;
+    for (let i = 0; i < count; i++) packed[i] = rank[touched[i]!]! * MAX_WORKERS + touched[i]!;
+    packed.subarray(0, count).sort();
+    for (let i = 0; i < count; i++) out[i] = packed[i]! % MAX_WORKERS;
+    return out;
   }
 
   #grow(size: number): void {
@@ -103,5 +151,9 @@ export class WorkerSlots {
     this.gpuRun = widen(this.gpuRun);
     this.hostRun = widen(this.hostRun);
     this.diskRun = widen(this.diskRun);
+    this.touched = widen(this.touched);
+    this.#sorted = widen(this.#sorted);
+    this.#rank = widen(this.#rank);
+    this.#packed = new Float64Array(size);
   }
 }
