@@ -2,8 +2,8 @@
  * Dense small-int slots for worker keys, so node holder lists store a 16-bit slot instead
  * of a string, plus per-slot numeric columns (blocks held, and the scratch run counters
  * of `findMatches`). The public order is by worker key, so results do not depend on the
- * order in which workers were first seen; `sortMatched` puts a lookup's few matched slots
- * in that order without visiting the whole fleet.
+ * order in which workers were first seen; the order is kept as workers come and go, and
+ * `sortMatched` puts a lookup's few matched slots in it without visiting the fleet.
  *
  * A cleared worker's slot is *retired*: it leaves the key map at once (the worker's key
  * gets a fresh slot when it comes back), while its old entries are reclaimed in slices;
@@ -14,13 +14,6 @@ import type { WorkerKey } from "../protocol/worker.js";
 
 /** Holder words keep the slot in 16 bits (see node-store.ts). */
 export const MAX_WORKERS = 65536;
-
-/** Up to this many matched slots are sorted by key rather than rebuild a stale order. */
-const FEW = 64;
-
-function compare(a: WorkerKey, b: WorkerKey): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
 
 export class WorkerSlots {
   /** Distinct blocks held by each slot, any tier. */
@@ -37,12 +30,13 @@ export class WorkerSlots {
   touched = new Int32Array(16);
   #sorted = new Int32Array(16);
   #packed = new Float64Array(16);
-  /** Each live slot's position in `order()` (valid while the order is cached). */
+  /** Each live slot's position in `order()`. */
   #rank = new Int32Array(16);
   readonly #slotOf = new Map<WorkerKey, number>();
   #keys: (WorkerKey | undefined)[] = [];
   readonly #free: number[] = [];
-  #order: number[] | null = [];
+  /** Live slots sorted by key, kept sorted as workers come and go (no re-sort). */
+  readonly #order: number[] = [];
 
   get count(): number {
     return this.#slotOf.size;
@@ -78,7 +72,7 @@ export class WorkerSlots {
     this.gpuRun[slot] = 0;
     this.hostRun[slot] = 0;
     this.diskRun[slot] = 0;
-    this.#order = null;
+    this.#enter(slot, key);
     return slot;
   }
 
@@ -88,7 +82,10 @@ export class WorkerSlots {
     if (key === undefined) return;
     this.#slotOf.delete(key);
     this.#keys[slot] = undefined;
-    this.#order = null;
+    const order = this.#order;
+    const at = this.#rank[slot]!;
+    order.splice(at, 1);
+    for (let i = at; i < order.length; i++) this.#rank[order[i]!] = i;
   }
 
   /** A retired slot whose entries are all gone becomes free for reuse. */
@@ -98,33 +95,22 @@ export class WorkerSlots {
     this.#free.push(slot);
   }
 
-  /** Live slots sorted by worker key (cached until the set of workers changes). */
+  /** Live slots sorted by worker key. */
   order(): readonly number[] {
-    if (this.#order === null) {
-      const keys = this.#keys;
-      const order = [...this.#slotOf.values()].sort((a, b) => compare(keys[a]!, keys[b]!));
-      for (let i = 0; i < order.length; i++) this.#rank[order[i]!] = i;
-      this.#order = order;
-    }
     return this.#order;
   }
 
   /**
    * `touched[0, count)` (distinct live slots whose `diskRun` is > 0, every other live
-   * slot's being 0) in key order. Costs O(count log count) while the key order is cached;
-   * a large share of the fleet is picked out of the order instead, and a few slots after
-   * a membership change are sorted by key without rebuilding the order. Returns scratch.
+   * slot's being 0) in key order: sorted by rank, O(count log count), or picked out of
+   * the order when they are a large share of the fleet. Returns scratch.
    */
   sortMatched(count: number): Int32Array {
     const touched = this.touched;
     if (count === 1) return touched;
-    if (this.#order === null && count <= FEW) {
-      const keys = this.#keys;
-      return touched.subarray(0, count).sort((a, b) => compare(keys[a]!, keys[b]!));
-    }
-    const order = this.order();
+    const order = this.#order;
     const out = this.#sorted;
-    if (count * 8 >= order.length) {
+    if (count * 16 >= order.length) {
       const disk = this.diskRun;
       let j = 0;
       for (let i = 0; i < order.length; i++) if (disk[order[i]!]! > 0) out[j++] = order[i]!;
@@ -137,6 +123,21 @@ export class WorkerSlots {
     packed.subarray(0, count).sort();
     for (let i = 0; i < count; i++) out[i] = packed[i]! % MAX_WORKERS;
     return out;
+  }
+
+  /** Inserts a new live slot into the key order: binary search, shift, re-rank the tail. */
+  #enter(slot: number, key: WorkerKey): void {
+    const order = this.#order;
+    const keys = this.#keys;
+    let lo = 0;
+    let hi = order.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (keys[order[mid]!]! < key) lo = mid + 1;
+      else hi = mid;
+    }
+    order.splice(lo, 0, slot);
+    for (let i = lo; i < order.length; i++) this.#rank[order[i]!] = i;
   }
 
   #grow(size: number): void {
