@@ -23,12 +23,17 @@ import type {
   SelectReason,
 } from "./types.js";
 
+/** The result shape before `chosenCandidate` and `candidatesConsidered` were added. */
+type ReferenceResult =
+  | Exclude<ScheduleResult, { ok: true }>
+  | Omit<Extract<ScheduleResult, { ok: true }>, "chosenCandidate" | "candidatesConsidered">;
+
 /** The pre-change `schedule` (src/scheduler/schedule.ts before the large-fleet rework). */
 function referenceSchedule(
   input: ScheduleInput,
   config: SchedulerConfig,
   rng: () => number,
-): ScheduleResult {
+): ReferenceResult {
   const { candidates, promptTokens, promptBlocks, blockSize } = input;
   if (candidates.length === 0) {
     return {
