@@ -38,6 +38,9 @@ const TRACE =
 const PER_WORKER = Number(process.env.FLEET_BENCH_REQUESTS_PER_WORKER ?? 8);
 const GPU_BLOCKS = Number(process.env.FLEET_BENCH_GPU_BLOCKS ?? 1024);
 const BLOCK_SIZE = 16;
+/** Block ids of the probes' prompts (see `runChild`). */
+const PROBE_ONE = 0x7f000000;
+const PROBE_MISS = 0x7e000000;
 
 interface RunResult {
   workers: number;
@@ -102,11 +105,13 @@ function runChild(workers: number): RunResult {
   const stats = index.stats();
 
   // Probes: one holder (a 32-block chain only worker 0 holds), a miss, the shared prompt.
+  // Their ids stay clear of the trace's (a few million at most): `blockTokens` hashes the
+  // id in 32 bits, so 2 ** 40 + i would give the tokens of trace block i.
   const tokens: number[] = [];
   const hashes = [];
   for (let i = 0; i < 32; i++) {
-    blockTokens(2 ** 40 + i, BLOCK_SIZE, tokens);
-    hashes.push(engineHashFromSafeInt(2 ** 40 + i));
+    blockTokens(PROBE_ONE + i, BLOCK_SIZE, tokens);
+    hashes.push(engineHashFromSafeInt(PROBE_ONE + i));
   }
   index.applyEvent(workerKeyOf(0), {
     type: "stored",
@@ -121,7 +126,7 @@ function runChild(workers: number): RunResult {
   });
   const one = computeBlockKeys(tokens, BLOCK_SIZE, null);
   const missTokens: number[] = [];
-  for (let i = 0; i < 32; i++) blockTokens(2 ** 41 + i, BLOCK_SIZE, missTokens);
+  for (let i = 0; i < 32; i++) blockTokens(PROBE_MISS + i, BLOCK_SIZE, missTokens);
   const miss = computeBlockKeys(missTokens, BLOCK_SIZE, null);
   const sharedTokens: number[] = [];
   for (const id of trace[0]!.hashIds) blockTokens(id, BLOCK_SIZE, sharedTokens);

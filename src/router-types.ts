@@ -34,6 +34,12 @@ export interface RouterDeps {
   readonly maxInFlightPerWorker?: number;
   /** Predicted load routed by others (router replicas), added to our own in-flight. */
   readonly extraLoad?: PredictedLoadSource;
+  /**
+   * Most candidates a decision's `candidates` explains (default
+   * `DEFAULT_BREAKDOWN_LIMIT`, 32): with a larger field it lists the lowest-cost ones and
+   * the chosen one. Every routable worker is scored either way; Infinity = all.
+   */
+  readonly candidateBreakdownLimit?: number;
 }
 
 export interface RouteRequest {

@@ -20,7 +20,7 @@ import type {
 } from "./router-types.js";
 import { SchedulerConfigError, withOverrides } from "./scheduler/config.js";
 import { schedule } from "./scheduler/schedule.js";
-import type { CandidateInput, SchedulerConfig } from "./scheduler/types.js";
+import type { CandidateInput, SchedulerConfig, TierOverlap } from "./scheduler/types.js";
 import { randomRequestId } from "./util/request-id.js";
 
 export type {
@@ -37,6 +37,8 @@ export type {
 
 const NO_MATCH = { gpu: 0, host: 0, disk: 0 } as const;
 const noClock = () => 0;
+/** Candidates a decision explains by default (fleets up to this size: all of them). */
+export const DEFAULT_BREAKDOWN_LIMIT = 32;
 
 export class Router {
   readonly #d: RouterDeps;
@@ -127,14 +129,22 @@ export class Router {
     const store = this.#storeOverlap(matches.workers);
     const promptTokens = req.tokenIds.length;
     const promptBlocks = keys.length >>> 1;
-    const candidates: CandidateInput[] = workers.map((w) =>
-      this.#candidate(w, byWorker, store, nowMs),
+    // Most workers hold none of the prompt: they share one overlap object.
+    const none = { gpu: 0, host: 0, disk: 0, store };
+    const candidates: CandidateInput[] = new Array(workers.length);
+    for (let i = 0; i < workers.length; i++) {
+      candidates[i] = this.#candidate(workers[i]!, byWorker, store, none, nowMs);
+    }
+    const breakdownLimit = d.candidateBreakdownLimit ?? DEFAULT_BREAKDOWN_LIMIT;
+    const result = schedule(
+      { promptTokens, promptBlocks, blockSize, candidates, breakdownLimit },
+      config,
+      d.rng,
     );
-    const result = schedule({ promptTokens, promptBlocks, blockSize, candidates }, config, d.rng);
     if (!result.ok) return fail("no_workers", result.error.message, t0, t1, t2, clock());
 
     const chosen = workers[result.chosenIndex]!;
-    const b = result.candidates[result.chosenIndex]!;
+    const b = result.chosenCandidate;
     const requestId = req.requestId ?? this.#generateId();
     const prefillTokens = Math.round(b.newPrefillBlocks * blockSize);
     const blocks = Math.ceil(promptTokens / blockSize);
@@ -217,6 +227,7 @@ export class Router {
     w: WorkerInfo,
     byWorker: ReadonlyMap<WorkerKey, WorkerMatch>,
     store: number,
+    none: TierOverlap,
     nowMs: number,
   ): CandidateInput {
     const d = this.#d;
@@ -229,10 +240,10 @@ export class Router {
       all = addTotals(all, extra.totals(w.key));
       newer = snapshot === null ? all : addTotals(newer, extra.totalsSince(w.key, snapshot.atMs));
     }
-    const m = byWorker.get(w.key) ?? NO_MATCH;
+    const m = byWorker.get(w.key);
     return {
       worker: w.key,
-      overlap: { gpu: m.gpu, host: m.host, disk: m.disk, store },
+      overlap: m === undefined ? none : { gpu: m.gpu, host: m.host, disk: m.disk, store },
       load: effectiveLoad(snapshot, all, newer, w.numGpuBlocks),
       stale,
     };

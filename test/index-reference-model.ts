@@ -57,7 +57,7 @@ export class ReferenceIndex {
   match(tokens: readonly number[], lora: string | null): WorkerMatch[] {
     const root = lora ?? "";
     const n = Math.floor(tokens.length / this.blockSize);
-    return [...this.workers.keys()].sort().map((worker) => {
+    const all = [...this.workers.keys()].sort().map((worker) => {
       const held = this.workers.get(worker)!;
       const tiersOf = (id: string): Set<Tier> => {
         const s = new Set<Tier>();
@@ -77,6 +77,8 @@ export class ReferenceIndex {
         totalBlocks: new Set([...held.values()].map((h) => h.node)).size,
       };
     });
+    // Only workers that hold the first block are reported (absent = no match).
+    return all.filter((m) => m.disk > 0);
   }
 
   stats(): IndexStats {

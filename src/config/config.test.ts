@@ -49,6 +49,7 @@ describe("loadConfig", () => {
       maxPromptTokens: 262_144,
       maxTokenId: 16_777_215,
       onAllStale: "route",
+      routeCandidates: 32,
     });
     expect(c.inFlight.maxPerWorker).toBe(8192);
     expect(c.index.blockSize).toBe(16);

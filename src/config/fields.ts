@@ -124,6 +124,13 @@ export const FIELDS = {
       default: "route",
       doc: "/v1/route when every candidate's load is stale: route (flagged all_stale) or reject (503)",
     },
+    routeCandidates: {
+      kind: "int",
+      min: 1,
+      max: 65536,
+      default: 32,
+      doc: "most candidates a /v1/route answer explains: past it the lowest-cost ones and the chosen one (all are scored)",
+    },
   },
   index: {
     blockSize: {

@@ -76,6 +76,8 @@ export interface ServerConfig {
   readonly maxTokenId: number;
   /** `/v1/route` when every candidate's load is stale: answer anyway, or 503. */
   readonly onAllStale: OnAllStale;
+  /** Most candidates a decision's breakdown lists (the lowest-cost ones and the chosen one). */
+  readonly routeCandidates: number;
 }
 
 export const ON_ALL_STALE = ["route", "reject"] as const;

@@ -105,16 +105,26 @@ export class NodeStore {
   /**
    * The core of findMatches: walks `keys` from the root and, per worker slot, advances
    * the runs of leading blocks held in GPU (`gpu`), GPU or host (`host`) and any tier
-   * (`disk`). The runs must be zero for every live worker on entry. Stops at the first
-   * missing key or at a block no worker can extend. Allocates nothing.
+   * (`disk`). The runs must be zero for every live worker on entry (a retired slot's
+   * disk run is −1, so it never advances). Writes the slots that hold the first block
+   * to `touched` (one each; only they can advance later) and returns how many.
+   * Stops at the first missing key or at a block no worker can extend. Reads only the
+   * holder lists of the nodes on the path; allocates nothing.
    */
-  matchRuns(keys: Uint32Array, gpu: Int32Array, host: Int32Array, disk: Int32Array): void {
+  matchRuns(
+    keys: Uint32Array,
+    gpu: Int32Array,
+    host: Int32Array,
+    disk: Int32Array,
+    touched: Int32Array,
+  ): number {
     const rec = this.#records.rec;
     const words = this.pool.words;
     const n = keys.length >>> 1;
+    let listed = 0;
     for (let i = 0; i < n; i++) {
       const node = this.find(keys[2 * i]!, keys[2 * i + 1]!);
-      if (node < 0) return;
+      if (node < 0) return listed;
       const r = node * STRIDE;
       const count = rec[r + COUNT]!;
       const base = rec[r + HOLDER]!;
@@ -124,6 +134,7 @@ export class NodeStore {
         const w = word >>> 4;
         if (disk[w] !== i) continue; // a gap earlier: this worker's prefix already ended
         disk[w] = i + 1;
+        if (i === 0) touched[listed++] = w;
         advanced = true;
         // Tier bits: 1 = GPU, 2 = host, 4 = disk; gpu ≤ host ≤ disk always holds.
         if ((word & 3) !== 0 && host[w] === i) {
@@ -131,8 +142,9 @@ export class NodeStore {
           if ((word & 1) !== 0 && gpu[w] === i) gpu[w] = i + 1;
         }
       }
-      if (!advanced) return;
+      if (!advanced) return listed;
     }
+    return listed;
   }
 
   holderCount(n: number): number {

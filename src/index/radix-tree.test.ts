@@ -79,7 +79,8 @@ describe("RadixTreeIndex", () => {
     });
     expect(match(index, P)).toEqual({ [A]: m(3, 3, 3, 3) });
     expect(match(index, tokens(block(0), block(10), block(99)))).toEqual({ [A]: m(2, 2, 2, 3) });
-    expect(match(index, tokens(block(5)))).toEqual({ [A]: m(0, 0, 0, 3) });
+    expect(match(index, tokens(block(5)))).toEqual({});
+    expect(index.workerBlocks(A)).toBe(3);
     expect(index.stats()).toEqual({
       nodes: 3,
       workers: 1,
@@ -107,8 +108,10 @@ describe("RadixTreeIndex", () => {
     const index = new RadixTreeIndex({ blockSize: BS });
     index.applyEvent(A, stored([h(1), h(2)], null, P.slice(0, 8), { loraName: "sql" }));
     index.applyEvent(B, stored([h(1), h(2)], null, P.slice(0, 8)));
-    expect(match(index, P, "sql")).toEqual({ [A]: m(2, 2, 2, 2), [B]: m(0, 0, 0, 2) });
-    expect(match(index, P, null)).toEqual({ [A]: m(0, 0, 0, 2), [B]: m(2, 2, 2, 2) });
+    expect(match(index, P, "sql")).toEqual({ [A]: m(2, 2, 2, 2) });
+    expect(index.workerBlocks(B)).toBe(2);
+    expect(match(index, P, null)).toEqual({ [B]: m(2, 2, 2, 2) });
+    expect(index.workerBlocks(A)).toBe(2);
     expect(match(index, P, "")).toEqual(match(index, P, null));
     // A child stored under a LoRA parent stays in that adapter's tree.
     index.applyEvent(A, stored([h(3)], h(2), P.slice(8, 12)));
@@ -120,8 +123,11 @@ describe("RadixTreeIndex", () => {
     const index = new RadixTreeIndex({ blockSize: BS });
     index.applyEvent(A, stored([h(1)], null, P.slice(0, 4), { loraId: 3 }));
     index.applyEvent(B, stored([h(1)], null, P.slice(0, 4), { loraId: 0 }));
-    expect(match(index, P, null)).toEqual({ [A]: m(0, 0, 0, 1), [B]: m(1, 1, 1, 1) });
-    expect(match(index, P, "3")).toEqual({ [A]: m(0, 0, 0, 1), [B]: m(0, 0, 0, 1) });
+    expect(match(index, P, null)).toEqual({ [B]: m(1, 1, 1, 1) });
+    expect(index.workerBlocks(A)).toBe(1);
+    expect(match(index, P, "3")).toEqual({});
+    expect(index.workerBlocks(A)).toBe(1);
+    expect(index.workerBlocks(B)).toBe(1);
     // A name, when sent, decides; the id is then only informative.
     index.applyEvent(A, stored([h(2)], null, P.slice(0, 4), { loraId: 3, loraName: "sql" }));
     expect(match(index, P, "sql")[A]).toEqual(m(1, 1, 1, 2));
@@ -144,7 +150,8 @@ describe("RadixTreeIndex", () => {
       "invalid_token_count",
     );
     expect(index.applyEvent(A, stored([], null, P.slice(0, 4))).status).toBe("invalid_token_count");
-    expect(match(index, P)).toEqual({ [A]: m(0, 0, 0, 0), [B]: m(1, 1, 1, 1) });
+    expect(match(index, P)).toEqual({ [B]: m(1, 1, 1, 1) });
+    expect(index.workerBlocks(A)).toBe(0);
     expect(index.stats()).toEqual({
       nodes: 1,
       workers: 2,
@@ -207,7 +214,8 @@ describe("RadixTreeIndex", () => {
     index.applyEvent(A, removed([h(1), h(2)]));
     expect(index.stats()).toMatchObject({ nodes: 3, workerBlocks: 3 });
     // A holds block 3 only: no contiguous prefix from the root.
-    expect(match(index, P)).toEqual({ [A]: m(0, 0, 0, 1), [B]: m(2, 2, 2, 2) });
+    expect(match(index, P)).toEqual({ [B]: m(2, 2, 2, 2) });
+    expect(index.workerBlocks(A)).toBe(1);
     index.applyEvent(B, removed([h(2), h(1)]));
     expect(index.stats()).toMatchObject({ nodes: 3, workerBlocks: 1 });
     index.applyEvent(A, removed([h(3)]));
@@ -220,7 +228,8 @@ describe("RadixTreeIndex", () => {
     index.applyEvent(A, stored([h(3)], null, block(50)));
     index.applyEvent(B, stored([h(1), h(2), h(3)], null, P.slice(0, 12)));
     expect(index.applyEvent(A, cleared).status).toBe("applied");
-    expect(match(index, P)).toEqual({ [A]: m(0, 0, 0, 0), [B]: m(3, 3, 3, 3) });
+    expect(match(index, P)).toEqual({ [B]: m(3, 3, 3, 3) });
+    expect(index.workerBlocks(A)).toBe(0);
     // Cleared at once for routing; A's own block 50 is reclaimed later.
     expect(index.stats()).toMatchObject({ nodes: 4, workers: 2, workerBlocks: 3 });
     expect(index.stats().reclaimPendingBlocks).toBe(3);
@@ -233,7 +242,8 @@ describe("RadixTreeIndex", () => {
     );
     index.removeWorker(B);
     index.removeWorker(workerKey("never-seen"));
-    expect(match(index, P)).toEqual({ [A]: m(0, 0, 0, 0) });
+    expect(match(index, P)).toEqual({});
+    expect(index.workerBlocks(A)).toBe(0);
     expect(index.stats()).toMatchObject({ nodes: 3, workers: 1, workerBlocks: 0 });
     expect(index.reclaim()).toBe(false);
     expect(index.stats()).toMatchObject({ nodes: 0, workers: 1, workerBlocks: 0 });
@@ -295,7 +305,8 @@ describe("RadixTreeIndex", () => {
     index.applyEvent(A, removed([h(2)], "CPU"));
     expect(match(index, P)).toEqual({ [A]: m(0, 1, 1, 1) });
     index.applyEvent(A, removed([h(3)], "CPU"));
-    expect(match(index, P)).toEqual({ [A]: m(0, 0, 0, 0) });
+    expect(match(index, P)).toEqual({});
+    expect(index.workerBlocks(A)).toBe(0);
     expect(index.stats()).toMatchObject({ nodes: 0, workerBlocks: 0 });
   });
 
@@ -316,7 +327,9 @@ describe("RadixTreeIndex", () => {
     index.applyEvent(store, removed([str], "DISK"));
     index.applyEvent(A, removed([bin]));
     expect(index.applyEvent(A, removed([bin])).unknownHashes).toBe(1);
-    expect(match(index, P)).toEqual({ [A]: m(0, 0, 0, 0), [store]: m(0, 0, 0, 1) });
+    expect(match(index, P)).toEqual({});
+    expect(index.workerBlocks(A)).toBe(0);
+    expect(index.workerBlocks(store)).toBe(1);
   });
 
   it("stays consistent through pool growth and many workers", () => {

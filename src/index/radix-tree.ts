@@ -57,6 +57,7 @@ const PARENT_NOT_FOUND = result("parent_not_found");
 const BLOCK_SIZE_MISMATCH = result("block_size_mismatch");
 const INVALID_TOKEN_COUNT = result("invalid_token_count");
 const NO_WORDS = new Uint32Array(0) as HashWords;
+const NO_MATCHES: readonly WorkerMatch[] = Object.freeze([]);
 
 /**
  * The hashes of one event: strings (`hashes` not null; hash i is `hashes[first + i]`) or
@@ -308,22 +309,24 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     return zombies.length > 0;
   }
 
+  /**
+   * Only workers holding the prompt's first block come back (callers read an absent
+   * worker as no match): the cost is the holders met along the prompt's path, not the
+   * fleet. The run counters are zero for every live slot between calls (−1 on the disk
+   * run of retired ones); the walk lists the slots it advanced and zeroes them again.
+   */
   findMatches(keys: BlockKeySeq): MatchResult {
     const workers = this.#workers;
-    const order = workers.order();
     const gpu = workers.gpuRun;
     const host = workers.hostRun;
     const disk = workers.diskRun;
-    for (let s = 0; s < order.length; s++) {
-      const w = order[s]!;
-      gpu[w] = 0;
-      host[w] = 0;
-      disk[w] = 0;
-    }
-    this.#nodes.matchRuns(keys, gpu, host, disk);
+    const touched = workers.touched;
+    const count = this.#nodes.matchRuns(keys, gpu, host, disk, touched);
     const n = keys.length >>> 1;
-    const out: WorkerMatch[] = new Array(order.length);
-    for (let s = 0; s < order.length; s++) {
+    if (count === 0) return { blocks: n, workers: NO_MATCHES };
+    const order = workers.sortMatched(count);
+    const out: WorkerMatch[] = new Array(count);
+    for (let s = 0; s < count; s++) {
       const w = order[s]!;
       out[s] = {
         worker: workers.keyOf(w),
@@ -332,8 +335,17 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
         disk: disk[w]!,
         totalBlocks: workers.blocks[w]!,
       };
+      gpu[w] = 0;
+      host[w] = 0;
+      disk[w] = 0;
     }
     return { blocks: n, workers: out };
+  }
+
+  /** Distinct blocks `worker` holds, any tier (0 for a worker the index does not know). */
+  workerBlocks(worker: WorkerKey): number {
+    const w = this.#workers.slotOf(worker);
+    return w === undefined ? 0 : this.#workers.blocks[w]!;
   }
 
   stats(): IndexStats {

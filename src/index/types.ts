@@ -85,7 +85,11 @@ export interface WorkerMatch {
 export interface MatchResult {
   /** Number of keys that were looked up. */
   readonly blocks: number;
-  /** One entry per worker present in the index, in a stable order. */
+  /**
+   * One entry per worker holding at least the prompt's first block (`disk` ≥ 1), in
+   * worker-key order. A worker that is absent matches nothing (read it as all zeros):
+   * the answer's size follows the prompt's holders, not the fleet.
+   */
   readonly workers: readonly WorkerMatch[];
 }
 
@@ -110,7 +114,7 @@ export interface PrefixIndex {
   applyEvent(worker: WorkerKey, event: KvEvent): ApplyResult;
   /** Forget every block of a worker (stream reset, unknown state, removal). */
   removeWorker(worker: WorkerKey): void;
-  /** Leading-block overlap of `keys` for every worker, per tier. */
+  /** Leading-block overlap of `keys` per tier, for the workers that hold any of it. */
   findMatches(keys: BlockKeySeq): MatchResult;
   stats(): IndexStats;
 }

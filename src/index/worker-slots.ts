@@ -2,7 +2,8 @@
  * Dense small-int slots for worker keys, so node holder lists store a 16-bit slot instead
  * of a string, plus per-slot numeric columns (blocks held, and the scratch run counters
  * of `findMatches`). The public order is by worker key, so results do not depend on the
- * order in which workers were first seen.
+ * order in which workers were first seen; the order is kept as workers come and go, and
+ * `sortMatched` puts a lookup's few matched slots in it without visiting the fleet.
  *
  * A cleared worker's slot is *retired*: it leaves the key map at once (the worker's key
  * gets a fresh slot when it comes back), while its old entries are reclaimed in slices;
@@ -25,10 +26,17 @@ export class WorkerSlots {
   gpuRun = new Int32Array(16);
   hostRun = new Int32Array(16);
   diskRun = new Int32Array(16);
+  /** Scratch for findMatches: the slots it matched, and the same in key order. */
+  touched = new Int32Array(16);
+  #sorted = new Int32Array(16);
+  #packed = new Float64Array(16);
+  /** Each live slot's position in `order()`. */
+  #rank = new Int32Array(16);
   readonly #slotOf = new Map<WorkerKey, number>();
   #keys: (WorkerKey | undefined)[] = [];
   readonly #free: number[] = [];
-  #order: number[] | null = [];
+  /** Live slots sorted by key, kept sorted as workers come and go (no re-sort). */
+  readonly #order: number[] = [];
 
   get count(): number {
     return this.#slotOf.size;
@@ -60,7 +68,11 @@ export class WorkerSlots {
     this.blocks[slot] = 0;
     this.gpuEntries[slot] = 0;
     this.gpuCap[slot] = 0;
-    this.#order = null;
+    // A recycled slot's disk run was −1 (retired); findMatches needs 0 on live slots.
+    this.gpuRun[slot] = 0;
+    this.hostRun[slot] = 0;
+    this.diskRun[slot] = 0;
+    this.#enter(slot, key);
     return slot;
   }
 
@@ -70,7 +82,10 @@ export class WorkerSlots {
     if (key === undefined) return;
     this.#slotOf.delete(key);
     this.#keys[slot] = undefined;
-    this.#order = null;
+    const order = this.#order;
+    const at = this.#rank[slot]!;
+    order.splice(at, 1);
+    for (let i = at; i < order.length; i++) this.#rank[order[i]!] = i;
   }
 
   /** A retired slot whose entries are all gone becomes free for reuse. */
@@ -80,15 +95,49 @@ export class WorkerSlots {
     this.#free.push(slot);
   }
 
-  /** Live slots sorted by worker key (cached until the set of workers changes). */
+  /** Live slots sorted by worker key. */
   order(): readonly number[] {
-    if (this.#order === null) {
-      const keys = this.#keys;
-      this.#order = [...this.#slotOf.values()].sort((a, b) =>
-        keys[a]! < keys[b]! ? -1 : keys[a]! > keys[b]! ? 1 : 0,
-      );
-    }
     return this.#order;
+  }
+
+  /**
+   * `touched[0, count)` (distinct live slots whose `diskRun` is > 0, every other live
+   * slot's being 0) in key order: sorted by rank, O(count log count), or picked out of
+   * the order when they are a large share of the fleet. Returns scratch.
+   */
+  sortMatched(count: number): Int32Array {
+    const touched = this.touched;
+    if (count === 1) return touched;
+    const order = this.#order;
+    const out = this.#sorted;
+    if (count * 16 >= order.length) {
+      const disk = this.diskRun;
+      let j = 0;
+      for (let i = 0; i < order.length; i++) if (disk[order[i]!]! > 0) out[j++] = order[i]!;
+      return out;
+    }
+    // Rank and slot packed into one number: a numeric sort without a comparator.
+    const packed = this.#packed;
+    const rank = this.#rank;
+    for (let i = 0; i < count; i++) packed[i] = rank[touched[i]!]! * MAX_WORKERS + touched[i]!;
+    packed.subarray(0, count).sort();
+    for (let i = 0; i < count; i++) out[i] = packed[i]! % MAX_WORKERS;
+    return out;
+  }
+
+  /** Inserts a new live slot into the key order: binary search, shift, re-rank the tail. */
+  #enter(slot: number, key: WorkerKey): void {
+    const order = this.#order;
+    const keys = this.#keys;
+    let lo = 0;
+    let hi = order.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (keys[order[mid]!]! < key) lo = mid + 1;
+      else hi = mid;
+    }
+    order.splice(lo, 0, slot);
+    for (let i = lo; i < order.length; i++) this.#rank[order[i]!] = i;
   }
 
   #grow(size: number): void {
@@ -103,5 +152,9 @@ export class WorkerSlots {
     this.gpuRun = widen(this.gpuRun);
     this.hostRun = widen(this.hostRun);
     this.diskRun = widen(this.diskRun);
+    this.touched = widen(this.touched);
+    this.#sorted = widen(this.#sorted);
+    this.#rank = widen(this.#rank);
+    this.#packed = new Float64Array(size);
   }
 }

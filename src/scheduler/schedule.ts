@@ -1,6 +1,9 @@
 /**
  * `schedule`: the whole decision for one prompt. Costs every candidate, applies the
- * exclusions, selects, and returns every number it used so a decision can be explained.
+ * exclusions, selects, and returns every number it used so a decision can be explained:
+ * for every candidate, or with `breakdownLimit` set and a larger field, for the
+ * lowest-cost ones and the chosen one (a fleet of thousands is still scored in full;
+ * only the explanation is cut). Per candidate it keeps one number, not objects.
  */
 
 import { backlogPendingWeight } from "./backlog.js";
@@ -35,9 +38,10 @@ export function schedule(
       candidates: [],
     };
   }
+  const n = candidates.length;
   const ex = computeExclusions(candidates, config);
-  const costs: number[] = [];
-  const eligible: boolean[] = ex.excluded.map((e) => e === null);
+  const eligible: boolean[] = new Array(n);
+  for (let i = 0; i < n; i++) eligible[i] = ex.excluded[i] === null;
   const pending = backlogPendingWeight(
     candidates,
     eligible,
@@ -47,25 +51,31 @@ export function schedule(
   );
   const weights =
     pending === config.weights.pending ? config.weights : { ...config.weights, pending };
-  const terms = candidates.map((c, i) => {
-    const t = candidateCost(
-      c,
+  const costOf = (i: number) =>
+    candidateCost(
+      candidates[i]!,
       promptTokens,
       promptBlocks,
       blockSize,
       weights,
       ex.penalised[i] ? config.stalePenalty : 0,
     );
-    costs.push(t.totalCost);
-    return t;
-  });
+  // Only the totals are kept for every candidate; the terms are recomputed (the same pure
+  // function) for the candidates the breakdown explains.
+  const costs = new Float64Array(n);
+  for (let i = 0; i < n; i++) costs[i] = costOf(i).totalCost;
   const sel = selectCandidate(costs, eligible, config.temperature, rng);
-  // Explicit literals (no spread): this runs once per candidate per routed request.
-  const breakdown: CandidateBreakdown[] = new Array(candidates.length);
-  for (let i = 0; i < candidates.length; i++) {
+  const limit = input.breakdownLimit ?? Infinity;
+  const shown = n <= limit ? null : explained(costs, eligible, sel.index, limit);
+  const count = shown === null ? n : shown.length;
+  // Explicit literals (no spread): this runs once per explained candidate per request.
+  const breakdown: CandidateBreakdown[] = new Array(count);
+  let chosenBreakdown: CandidateBreakdown | undefined;
+  for (let j = 0; j < count; j++) {
+    const i = shown === null ? j : shown[j]!;
     const c = candidates[i]!;
-    const t = terms[i]!;
-    breakdown[i] = {
+    const t = costOf(i);
+    breakdown[j] = {
       worker: c.worker,
       overlap: c.overlap,
       newPrefillBlocks: t.newPrefillBlocks,
@@ -80,6 +90,7 @@ export function schedule(
       excluded: ex.excluded[i]!,
       probability: sel.probabilities[i]!,
     };
+    if (i === sel.index) chosenBreakdown = breakdown[j];
   }
   let eligibleCount = 0;
   for (const e of eligible) if (e) eligibleCount++;
@@ -101,5 +112,38 @@ export function schedule(
     kvMean: ex.kvMean,
     kvStd: ex.kvStd,
     candidates: breakdown,
+    chosenCandidate: chosenBreakdown!,
+    candidatesConsidered: n,
   };
+}
+
+/**
+ * The candidates a large field's breakdown explains: the `limit` − 1 lowest-cost eligible
+ * ones and the chosen one, in input order. One pass keeping a small sorted list (no sort
+ * of the field); ties keep the earlier candidate.
+ */
+function explained(
+  costs: Float64Array,
+  eligible: readonly boolean[],
+  chosen: number,
+  limit: number,
+): number[] {
+  const k = Math.max(0, Math.floor(limit) - 1);
+  const best: number[] = [];
+  for (let i = 0; i < costs.length; i++) {
+    if (!eligible[i] || i === chosen) continue;
+    const c = rankOf(costs[i]!);
+    if (best.length === k && (k === 0 || c >= rankOf(costs[best[k - 1]!]!))) continue;
+    let at = best.length;
+    while (at > 0 && rankOf(costs[best[at - 1]!]!) > c) at--;
+    best.splice(at, 0, i);
+    if (best.length > k) best.pop();
+  }
+  best.push(chosen);
+  return best.sort((a, b) => a - b);
+}
+
+/** NaN ranks last, like +Infinity (as in select.ts). */
+function rankOf(c: number): number {
+  return Number.isNaN(c) ? Infinity : c;
 }

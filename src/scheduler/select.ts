@@ -21,8 +21,8 @@ export interface Selection {
  * eligible cost is infinite they tie (so a cost overflow never leaves "no candidate").
  */
 export function selectCandidate(
-  costs: readonly number[],
-  eligible: readonly boolean[],
+  costs: ArrayLike<number>,
+  eligible: ArrayLike<boolean>,
   temperature: number,
   rng: () => number,
 ): Selection {

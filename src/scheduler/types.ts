@@ -78,6 +78,12 @@ export interface ScheduleInput {
   readonly promptBlocks: number;
   readonly blockSize: number;
   readonly candidates: readonly CandidateInput[];
+  /**
+   * Most candidates the result's breakdown explains (undefined = all). With more
+   * candidates than this, it lists the `breakdownLimit` − 1 lowest-cost eligible ones and
+   * the chosen one, in input order. Every candidate is scored either way.
+   */
+  readonly breakdownLimit?: number;
 }
 
 /** Why a candidate was not eligible. */
@@ -140,7 +146,12 @@ export type ScheduleResult =
       /** Fleet KV load statistics over fresh candidates (mean, sample std). */
       readonly kvMean: number | null;
       readonly kvStd: number | null;
+      /** Every candidate, or the explained ones (see `ScheduleInput.breakdownLimit`). */
       readonly candidates: readonly CandidateBreakdown[];
+      /** The chosen candidate's breakdown (also in `candidates`). */
+      readonly chosenCandidate: CandidateBreakdown;
+      /** Candidates scored: all of the input's. */
+      readonly candidatesConsidered: number;
     }
   | {
       readonly ok: false;

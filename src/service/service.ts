@@ -98,6 +98,7 @@ export async function createService(
     inFlight,
     config: config.scheduler,
     maxInFlightPerWorker: config.inFlight.maxPerWorker,
+    candidateBreakdownLimit: config.server.routeCandidates,
     rng: options.rng ?? Math.random,
     clock: () => performance.now(),
     ...(replicas === null ? {} : { extraLoad: replicas.book }),

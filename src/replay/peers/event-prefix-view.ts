@@ -38,12 +38,14 @@ export class EventPrefixView {
    */
   longestPrefix(keys: BlockKeySeq, out: Int32Array, totals?: Int32Array): void {
     out.fill(0);
-    totals?.fill(0);
+    // findMatches lists only the workers holding some of the prompt; totals are per worker.
+    if (totals !== undefined) {
+      for (let w = 0; w < this.#keys.length; w++)
+        totals[w] = this.#index.workerBlocks(this.#keys[w]!);
+    }
     for (const m of this.#index.findMatches(keys).workers) {
       const w = this.#slot.get(m.worker);
-      if (w === undefined) continue;
-      out[w] = m.gpu;
-      if (totals !== undefined) totals[w] = m.totalBlocks;
+      if (w !== undefined) out[w] = m.gpu;
     }
   }
 }
