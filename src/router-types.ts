@@ -8,6 +8,7 @@ import type { InFlightTracker } from "./load/in-flight.js";
 import type { LoadTracker } from "./load/load-tracker.js";
 import type { PredictedLoadSource } from "./load/predicted-load-source.js";
 import type { WorkerRegistry } from "./load/worker-registry.js";
+import type { PredictedBlocks } from "./predict/predicted-blocks.js";
 import type { WorkerKey } from "./protocol/worker.js";
 import type {
   CandidateBreakdown,
@@ -36,6 +37,11 @@ export interface RouterDeps {
   readonly maxInFlightPerWorker?: number;
   /** Predicted load routed by others (router replicas), added to our own in-flight. */
   readonly extraLoad?: PredictedLoadSource;
+  /**
+   * Predict-on-route and degraded mode (docs/prediction.md): routed prompts' blocks count
+   * as held by the chosen worker until confirmed or expired. Absent = off.
+   */
+  readonly predicted?: PredictedBlocks;
 }
 
 export interface RouteRequest {
@@ -83,7 +89,19 @@ export interface RouteDecision {
   readonly kvMean: number | null;
   readonly kvStd: number | null;
   readonly candidates: readonly CandidateBreakdown[];
+  /**
+   * Per candidate (same order): leading GPU blocks the engine reported (the index) and
+   * the router predicted from its own recent decisions. The candidate's overlap, which the
+   * cost used, is the larger of the two; a prediction is never an engine's report.
+   * Absent: no prediction (every overlap was reported).
+   */
+  readonly overlapSources?: readonly OverlapSource[];
   readonly timings: PhaseTimings;
+}
+
+export interface OverlapSource {
+  readonly reportedBlocks: number;
+  readonly predictedBlocks: number;
 }
 
 export type RouteErrorCode =

@@ -6,13 +6,14 @@
  */
 
 import { chainName, computeBlockKeys } from "./index/block-key.js";
-import type { WorkerMatch } from "./index/types.js";
+import type { BlockKeySeq, WorkerMatch } from "./index/types.js";
 import { effectiveLoad } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
 import type { WorkerInfo } from "./load/types.js";
 import type { WorkerKey } from "./protocol/worker.js";
 import type {
   MatchReport,
+  OverlapSource,
   RouteErrorCode,
   RouteRequest,
   RouteResult,
@@ -25,6 +26,7 @@ import { randomRequestId } from "./util/request-id.js";
 
 export type {
   MatchReport,
+  OverlapSource,
   PhaseTimings,
   RouteDecision,
   RouteError,
@@ -127,8 +129,10 @@ export class Router {
     const store = this.#storeOverlap(matches.workers);
     const promptTokens = req.tokenIds.length;
     const promptBlocks = keys.length >>> 1;
+    const predicted = d.predicted?.match(keys, nowMs);
+    const sources: OverlapSource[] = [];
     const candidates: CandidateInput[] = workers.map((w) =>
-      this.#candidate(w, byWorker, store, nowMs),
+      this.#candidate(w, byWorker, store, nowMs, predicted, keys, sources),
     );
     const result = schedule({ promptTokens, promptBlocks, blockSize, candidates }, config, d.rng);
     if (!result.ok) return fail("no_workers", result.error.message, t0, t1, t2, clock());
@@ -155,6 +159,7 @@ export class Router {
         clock(),
       );
     }
+    d.predicted?.record(chosen.key, keys, nowMs);
     const t3 = clock();
     return {
       ok: true,
@@ -178,6 +183,7 @@ export class Router {
         kvMean: result.kvMean,
         kvStd: result.kvStd,
         candidates: result.candidates,
+        overlapSources: sources,
         timings: { hashMs: t1 - t0, matchMs: t2 - t1, scoreMs: t3 - t2 },
       },
     };
@@ -218,6 +224,9 @@ export class Router {
     byWorker: ReadonlyMap<WorkerKey, WorkerMatch>,
     store: number,
     nowMs: number,
+    predicted: ReadonlyMap<WorkerKey, number> | undefined,
+    keys: BlockKeySeq,
+    sources: OverlapSource[],
   ): CandidateInput {
     const d = this.#d;
     const stale = d.loads.isStale(w.key, nowMs);
@@ -230,9 +239,15 @@ export class Router {
       newer = snapshot === null ? all : addTotals(newer, extra.totalsSince(w.key, snapshot.atMs));
     }
     const m = byWorker.get(w.key) ?? NO_MATCH;
+    // Predicted blocks count as GPU-held (max with the index; gpu ≤ host ≤ disk kept);
+    // once the index covers them, the engine has confirmed them and they go.
+    const p = predicted?.get(w.key) ?? 0;
+    sources.push({ reportedBlocks: m.gpu, predictedBlocks: p });
+    if (p > 0 && m.gpu >= p) d.predicted!.confirm(w.key, keys, p);
+    const gpu = p > m.gpu ? p : m.gpu;
     return {
       worker: w.key,
-      overlap: { gpu: m.gpu, host: m.host, disk: m.disk, store },
+      overlap: { gpu, host: Math.max(m.host, gpu), disk: Math.max(m.disk, gpu), store },
       load: effectiveLoad(snapshot, all, newer, w.numGpuBlocks),
       stale,
     };
