@@ -159,7 +159,12 @@ export class Router {
         clock(),
       );
     }
-    d.predicted?.record(chosen.key, keys, nowMs);
+    // Predict-on-route: unless the engine already reported the whole prompt there.
+    if (d.predicted !== undefined) {
+      if (sources[result.chosenIndex]!.reportedBlocks < promptBlocks) {
+        d.predicted.record(chosen.key, keys, nowMs);
+      } else d.predicted.noteRouted(chosen.key);
+    }
     const t3 = clock();
     return {
       ok: true,

@@ -186,6 +186,11 @@ export class PredictedBlocks {
     return this.#workers.get(worker)?.degraded === true;
   }
 
+  /** Count a request routed to `worker` with nothing to predict (the index holds it all). */
+  noteRouted(worker: WorkerKey): void {
+    this.#state(worker).routed++;
+  }
+
   /** Requests recorded for `worker` so far (monotone; 0 for an unknown worker). */
   routed(worker: WorkerKey): number {
     return this.#workers.get(worker)?.routed ?? 0;
