@@ -201,6 +201,11 @@ export class PredictedBlocks {
     this.#workers.delete(worker);
   }
 
+  /** Workers with any state here (predictions, a degraded flag or a route count). */
+  workers(): WorkerKey[] {
+    return [...this.#workers.keys()];
+  }
+
   /** Drop expired entries everywhere (callers may run it periodically; lookups also check). */
   expire(nowMs: number): void {
     for (const s of this.#workers.values()) this.#sweep(s, nowMs);

@@ -24,7 +24,9 @@ import { createReplicaSharing } from "../replicas/replica-sharing.js";
 import { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
 import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
+import { registerPredictMetrics } from "../telemetry/predict-metrics.js";
 import { IndexUpkeepLoop } from "./index-upkeep.js";
+import { newPrediction } from "./prediction.js";
 
 export interface ServiceOptions {
   readonly logger: Logger;
@@ -84,7 +86,9 @@ export async function createService(
     logger: logger.child({ component: "scraper" }),
   });
   const fleet = new Fleet({ index, registry, loads, inFlight, pool, scrapes, nowMs });
+  const prediction = newPrediction(config, { pool, registry, loads, nowMs, logger });
   const router = new Router({
+    ...(prediction === null ? {} : { predicted: prediction.predicted }),
     index,
     registry,
     loads,
@@ -109,6 +113,7 @@ export async function createService(
     fleet,
     streams: () => pool.states(),
     catchingUp: () => pool.catchingUp(),
+    ...(prediction === null ? {} : { degraded: () => prediction.loop.degraded() }),
     logger,
     nowMs,
     ...(replicas === null ? {} : { replicaSync: () => replicas.sync.status() }),
@@ -116,6 +121,7 @@ export async function createService(
     ...(gateway === undefined ? {} : { gateway }),
   });
   if (replicas !== null) registerReplicaMetrics(metricsRegistry, () => replicas.sync.status());
+  if (prediction !== null) registerPredictMetrics(metricsRegistry, prediction.metrics);
   for (const w of config.workers) {
     const added = await fleet.add(w);
     if (!added.ok) {
@@ -127,6 +133,7 @@ export async function createService(
   replicas?.sync.start();
   const upkeep = new IndexUpkeepLoop({ index, registry, loads });
   upkeep.start();
+  prediction?.loop.start();
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
@@ -136,6 +143,7 @@ export async function createService(
       await drainConnections(app, config.server.drainMs);
       await app.close();
       upkeep.stop();
+      prediction?.loop.stop();
       await gateway?.close();
       await scrapes.stop();
       await pool.close();
