@@ -395,7 +395,11 @@ describe("Router: callers that never report", () => {
 describe("Router predict-on-route", () => {
   it("sends a second request with the same new prefix to the first one's worker before any event, shown apart", async () => {
     const { PredictedBlocks } = await import("./predict/predicted-blocks.js");
-    const predicted = new PredictedBlocks({ ttlMs: 2000, maxBlocksPerWorker: 1000, degradedTtlMs: 0 });
+    const predicted = new PredictedBlocks({
+      ttlMs: 2000,
+      maxBlocksPerWorker: 1000,
+      degradedTtlMs: 0,
+    });
     const { router, index, add } = setup({
       predicted,
       config: resolveSchedulerConfig({ weights: { queue: 0, decode: 0 }, outlierStdK: Infinity }),

@@ -84,7 +84,8 @@ describe("PredictedBlocks", () => {
           if (s.op === "record") {
             const ttl = p.isDegraded(s.worker) ? 5000 : 2000;
             p.record(s.worker, keys, now);
-            for (let i = 0; i < s.blocks; i++) lastLive.set(`${s.worker}/${s.prompt}/${i}`, now + ttl);
+            for (let i = 0; i < s.blocks; i++)
+              lastLive.set(`${s.worker}/${s.prompt}/${i}`, now + ttl);
           } else if (s.op === "match") {
             const m = p.match(keys, now);
             for (const [w, n] of m) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { workerKey } from "../protocol/worker.js";
-import { type StreamObservation, StreamHealth } from "./stream-health.js";
+import { StreamHealth, type StreamObservation } from "./stream-health.js";
 
 const W = workerKey("w");
 const base: StreamObservation = {
@@ -65,7 +65,9 @@ describe("StreamHealth", () => {
     const h = new StreamHealth(opts);
     h.observe(base, 0, 0);
     expect(h.observe({ ...base, decodeErrors: 1, lastEventTimeMs: 1 }, 0, 1000).reason).toBeNull();
-    expect(h.observe({ ...base, decodeErrors: 2, lastEventTimeMs: 2 }, 0, 20_000).reason).toBeNull();
+    expect(
+      h.observe({ ...base, decodeErrors: 2, lastEventTimeMs: 2 }, 0, 20_000).reason,
+    ).toBeNull();
     expect(h.observe({ ...base, decodeErrors: 4, lastEventTimeMs: 3 }, 0, 21_000).reason).toBe(
       "decode_errors",
     );

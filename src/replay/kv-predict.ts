@@ -11,10 +11,10 @@
  * view. Counts what the router claimed against what the engine served (over-claims).
  */
 
-import type { KvEvent } from "../protocol/events.js";
-import type { WorkerKey } from "../protocol/worker.js";
 import { PredictedBlocks } from "../predict/predicted-blocks.js";
 import { StreamHealth } from "../predict/stream-health.js";
+import type { KvEvent } from "../protocol/events.js";
+import type { WorkerKey } from "../protocol/worker.js";
 
 export interface ReplayFault {
   readonly kind: "gap" | "silent";

@@ -8,6 +8,7 @@ import { parseArgs } from "node:util";
 import { FIELDS } from "../config/fields.js";
 import { resolveSchedulerConfig, SchedulerConfigError } from "../scheduler/config.js";
 import type { CostWeights, SchedulerConfig } from "../scheduler/types.js";
+import { type KvPredictOptions, parseFault } from "./kv-predict.js";
 import {
   BASELINE_POLICY_NAMES,
   isPolicyName,
@@ -15,7 +16,6 @@ import {
   POLICY_NAMES,
   type PolicyName,
 } from "./policies.js";
-import { type KvPredictOptions, parseFault } from "./kv-predict.js";
 import { DEFAULT_TIMING, invalidTimingField, type TimingModel } from "./timing-model.js";
 
 /** The trace slice shipped in the repository (and the image): `traces/README.md`. */

@@ -23,8 +23,8 @@ import { WorkerRegistry } from "../load/worker-registry.js";
 import { createReplicaSharing } from "../replicas/replica-sharing.js";
 import { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
-import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
 import { registerPredictMetrics } from "../telemetry/predict-metrics.js";
+import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
 import { IndexUpkeepLoop } from "./index-upkeep.js";
 import { newPrediction } from "./prediction.js";
 
