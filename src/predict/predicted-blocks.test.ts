@@ -108,3 +108,14 @@ describe("PredictedBlocks", () => {
     );
   });
 });
+
+describe("PredictedBlocks.clearWorker", () => {
+  it("drops a cleared engine's predictions but keeps its route count", () => {
+    const p = new PredictedBlocks(opts);
+    p.record(A, keysOf(3), 0);
+    p.clearWorker(A);
+    expect(p.size(A)).toBe(0);
+    expect(p.routed(A)).toBe(1);
+    expect(p.match(keysOf(3), 1).size).toBe(0);
+  });
+});

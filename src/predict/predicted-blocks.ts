@@ -196,7 +196,12 @@ export class PredictedBlocks {
     return this.#workers.get(worker)?.routed ?? 0;
   }
 
-  /** A worker removed or its cache cleared: its predictions go (and its degraded flag). */
+  /** The worker's engine emptied its cache: its predictions go (its route count stays). */
+  clearWorker(worker: WorkerKey): void {
+    this.#workers.get(worker)?.entries.clear();
+  }
+
+  /** A worker removed: its predictions, degraded flag and route count go. */
   removeWorker(worker: WorkerKey): void {
     this.#workers.delete(worker);
   }
