@@ -8,6 +8,7 @@ import type { InFlightTracker } from "./load/in-flight.js";
 import type { LoadTracker } from "./load/load-tracker.js";
 import type { PredictedLoadSource } from "./load/predicted-load-source.js";
 import type { WorkerRegistry } from "./load/worker-registry.js";
+import type { PredictedBlocks } from "./predict/predicted-blocks.js";
 import type { WorkerKey } from "./protocol/worker.js";
 import type {
   ScheduleResult,
@@ -40,6 +41,11 @@ export interface RouterDeps {
    * the chosen one. Every routable worker is scored either way; Infinity = all.
    */
   readonly candidateBreakdownLimit?: number;
+  /**
+   * Predict-on-route and degraded mode (docs/prediction.md): routed prompts' blocks count
+   * as held by the chosen worker until confirmed or expired. Absent = off.
+   */
+  readonly predicted?: PredictedBlocks;
 }
 
 export interface RouteRequest {
@@ -89,7 +95,19 @@ export interface RouteDecision
   readonly prefillTokens: number;
   /** KV blocks recorded in flight for the chosen worker. */
   readonly blocks: number;
+  /**
+   * Per candidate (same order): leading GPU blocks the engine reported (the index) and
+   * the router predicted from its own recent decisions. The candidate's overlap, which the
+   * cost used, is the larger of the two; a prediction is never an engine's report.
+   * Absent when prediction is off (every overlap was reported).
+   */
+  readonly overlapSources?: readonly OverlapSource[];
   readonly timings: PhaseTimings;
+}
+
+export interface OverlapSource {
+  readonly reportedBlocks: number;
+  readonly predictedBlocks: number;
 }
 
 export type RouteErrorCode =

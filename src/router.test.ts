@@ -391,3 +391,45 @@ describe("Router: callers that never report", () => {
     expect(full.decision.worker).toBe(b);
   });
 });
+
+describe("Router predict-on-route", () => {
+  it("sends a second request with the same new prefix to the first one's worker before any event, shown apart", async () => {
+    const { PredictedBlocks } = await import("./predict/predicted-blocks.js");
+    const predicted = new PredictedBlocks({
+      ttlMs: 2000,
+      maxBlocksPerWorker: 1000,
+      degradedTtlMs: 0,
+    });
+    const { router, index, add } = setup({
+      predicted,
+      config: resolveSchedulerConfig({ weights: { queue: 0, decode: 0 }, outlierStdK: Infinity }),
+    });
+    const a = add("a");
+    const b = add("b");
+    const first = router.route({ tokenIds: prompt(40) }, 0);
+    if (!first.ok) throw new Error(first.error.message);
+    const other = first.decision.worker === a ? b : a;
+    const second = router.route({ tokenIds: prompt(48) }, 500);
+    if (!second.ok) throw new Error(second.error.message);
+    expect(second.decision.worker).toBe(first.decision.worker);
+    expect(second.decision.overlapBlocks).toBe(10);
+    const i = second.decision.candidates.findIndex((c) => c.worker === first.decision.worker);
+    expect(second.decision.overlapSources?.[i]).toEqual({ reportedBlocks: 0, predictedBlocks: 10 });
+    // /v1/match reports the engines' view only.
+    expect(router.match({ tokenIds: prompt(48) }).workers.every((w) => w.gpu === 0)).toBe(true);
+    // Past the TTL the prediction is gone (the second request renewed it at 500 ms).
+    const late = router.route({ tokenIds: prompt(48, 2) }, 2600);
+    expect(late.ok && late.decision.overlapSources?.every((s) => s.predictedBlocks === 0)).toBe(
+      true,
+    );
+    const third = router.route({ tokenIds: prompt(48) }, 2600);
+    if (!third.ok) throw new Error(third.error.message);
+    expect(third.decision.overlapSources?.every((s) => s.predictedBlocks === 0)).toBe(true);
+    // The engine confirms on the other worker: the index's entries count, predictions go.
+    index.hold(other, prompt(48));
+    const fourth = router.route({ tokenIds: prompt(48) }, 2700);
+    if (!fourth.ok) throw new Error(fourth.error.message);
+    expect(fourth.decision.worker).toBe(other);
+    expect(predicted.stats().blocks).toBeLessThanOrEqual(12 + 12);
+  });
+});

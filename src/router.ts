@@ -6,13 +6,14 @@
  */
 
 import { chainName, computeBlockKeys } from "./index/block-key.js";
-import type { WorkerMatch } from "./index/types.js";
+import type { BlockKeySeq, WorkerMatch } from "./index/types.js";
 import { effectiveLoad } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
 import type { WorkerInfo } from "./load/types.js";
 import type { WorkerKey } from "./protocol/worker.js";
 import type {
   MatchReport,
+  OverlapSource,
   RouteErrorCode,
   RouteRequest,
   RouteResult,
@@ -25,6 +26,7 @@ import { randomRequestId } from "./util/request-id.js";
 
 export type {
   MatchReport,
+  OverlapSource,
   PhaseTimings,
   RouteDecision,
   RouteError,
@@ -131,9 +133,21 @@ export class Router {
     const promptBlocks = keys.length >>> 1;
     // Most workers hold none of the prompt: they share one overlap object.
     const none = { gpu: 0, host: 0, disk: 0, store };
+    const predicted = d.predicted?.match(keys, nowMs);
+    /** Candidates whose overlap includes a prediction: what was reported, what predicted. */
+    const sources = new Map<WorkerKey, OverlapSource>();
     const candidates: CandidateInput[] = new Array(workers.length);
     for (let i = 0; i < workers.length; i++) {
-      candidates[i] = this.#candidate(workers[i]!, byWorker, store, none, nowMs);
+      candidates[i] = this.#candidate(
+        workers[i]!,
+        byWorker,
+        store,
+        none,
+        nowMs,
+        predicted,
+        keys,
+        sources,
+      );
     }
     const breakdownLimit = d.candidateBreakdownLimit ?? DEFAULT_BREAKDOWN_LIMIT;
     const result = schedule(
@@ -165,6 +179,14 @@ export class Router {
         clock(),
       );
     }
+    // Predict-on-route: unless the engine already reported the whole prompt there.
+    if (d.predicted !== undefined) {
+      const reported =
+        sources.get(chosen.key)?.reportedBlocks ?? result.chosenCandidate.overlap.gpu;
+      if (reported < promptBlocks) {
+        d.predicted.record(chosen.key, keys, nowMs);
+      } else d.predicted.noteRouted(chosen.key);
+    }
     const t3 = clock();
     return {
       ok: true,
@@ -188,6 +210,14 @@ export class Router {
         kvMean: result.kvMean,
         kvStd: result.kvStd,
         candidates: result.candidates,
+        ...(predicted === undefined
+          ? {}
+          : {
+              overlapSources: result.candidates.map(
+                (c) =>
+                  sources.get(c.worker) ?? { reportedBlocks: c.overlap.gpu, predictedBlocks: 0 },
+              ),
+            }),
         timings: { hashMs: t1 - t0, matchMs: t2 - t1, scoreMs: t3 - t2 },
       },
     };
@@ -229,6 +259,9 @@ export class Router {
     store: number,
     none: TierOverlap,
     nowMs: number,
+    predicted: ReadonlyMap<WorkerKey, number> | undefined,
+    keys: BlockKeySeq,
+    sources: Map<WorkerKey, OverlapSource>,
   ): CandidateInput {
     const d = this.#d;
     const stale = d.loads.isStale(w.key, nowMs);
@@ -241,9 +274,27 @@ export class Router {
       newer = snapshot === null ? all : addTotals(newer, extra.totalsSince(w.key, snapshot.atMs));
     }
     const m = byWorker.get(w.key);
+    // Predicted blocks count as GPU-held (max with the index; gpu ≤ host ≤ disk kept);
+    // once the index covers them, the engine has confirmed them and they go.
+    const p = predicted?.get(w.key) ?? 0;
+    let overlap: TierOverlap;
+    if (p === 0) {
+      overlap = m === undefined ? none : { gpu: m.gpu, host: m.host, disk: m.disk, store };
+    } else {
+      const reported = m?.gpu ?? 0;
+      sources.set(w.key, { reportedBlocks: reported, predictedBlocks: p });
+      if (reported >= p) d.predicted!.confirm(w.key, keys, p);
+      const gpu = p > reported ? p : reported;
+      overlap = {
+        gpu,
+        host: Math.max(m?.host ?? 0, gpu),
+        disk: Math.max(m?.disk ?? 0, gpu),
+        store,
+      };
+    }
     return {
       worker: w.key,
-      overlap: m === undefined ? none : { gpu: m.gpu, host: m.host, disk: m.disk, store },
+      overlap,
       load: effectiveLoad(snapshot, all, newer, w.numGpuBlocks),
       stale,
     };

@@ -121,7 +121,11 @@ describe("end to end: engine events → index → POST /v1/route over HTTP", () 
     expect(second.status).toBe(200);
     expect(second.body.worker.id).toBe("engine-0");
     const c1 = second.body.candidates.find((c: { worker: string }) => c.worker === "engine-1#0");
-    expect(c1.overlap_blocks.gpu).toBe(6);
+    // Reported by the engine: 6; predicted by the router after routing "a" there: the
+    // whole prompt (predict-on-route, docs/prediction.md), which the cost used.
+    expect(c1.reported_blocks).toBe(6);
+    expect(c1.predicted_blocks).toBe(Math.floor(PROMPT.length / BLOCK));
+    expect(c1.overlap_blocks.gpu).toBe(Math.floor(PROMPT.length / BLOCK));
     expect(c1.cost.queue).toBeGreaterThan(0);
 
     const metrics = await (await fetch(`${base}/metrics`)).text();

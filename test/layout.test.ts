@@ -18,8 +18,9 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   index: ["protocol", "util"],
   load: ["protocol", "util"],
   scheduler: ["protocol", "index", "load", "util"],
-  "router.ts": ["protocol", "index", "load", "scheduler", "util", "router-types.ts"],
-  "router-types.ts": ["protocol", "index", "load", "scheduler"],
+  predict: ["protocol", "index", "util"],
+  "router.ts": ["protocol", "index", "load", "scheduler", "predict", "util", "router-types.ts"],
+  "router-types.ts": ["protocol", "index", "load", "scheduler", "predict"],
   transport: ["util", "zeromq"],
   engine: ["protocol", "transport", "util", "zeromq"],
   ingest: ["protocol", "index", "load", "transport", "util", "worker-thread.ts", "zeromq"],
@@ -27,7 +28,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   fleet: ["config", "protocol", "index", "load", "ingest", "util"],
   replicas: ["config", "protocol", "load", "util", "ioredis"],
   telemetry: [
-    ...["config", "protocol", "index", "load", "ingest", "replicas", "util"],
+    ...["config", "protocol", "index", "load", "ingest", "replicas", "predict", "util"],
     ...["pino", "prom-client"],
   ],
   gateway: [
@@ -36,16 +37,19 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   ],
   http: [
     ...["config", "fleet", "protocol", "index", "load", "scheduler", "router.ts", "ingest"],
-    ...["replicas", "gateway", "telemetry", "util", "fastify", "prom-client"],
+    ...["replicas", "gateway", "telemetry", "predict", "util", "fastify", "prom-client"],
   ],
   service: [
     ...["config", "fleet", "protocol", "index", "load", "scheduler", "router.ts", "ingest"],
-    ...["transport", "replicas", "telemetry", "http", "gateway", "tokenize", "util"],
+    ...["transport", "replicas", "telemetry", "http", "gateway", "tokenize", "predict", "util"],
     ...["lifetime.ts", "yaml", "fastify", "prom-client"],
   ],
   tokenize: ["util", "worker-thread.ts"],
   sim: ["protocol", "engine", "transport", "tokenize", "util", "lifetime.ts", "fastify", "zeromq"],
-  replay: ["protocol", "index", "load", "scheduler", "router.ts", "config", "sim", "util"],
+  replay: [
+    ...["protocol", "index", "load", "scheduler", "predict", "router.ts", "config", "sim"],
+    "util",
+  ],
   demo: ["sim", "util", "lifetime.ts", "yaml"],
   "lifetime.ts": [],
   "worker-thread.ts": [],

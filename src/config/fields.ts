@@ -5,6 +5,7 @@
  */
 
 import { GATEWAY_FIELDS } from "./gateway-fields.js";
+import { PREDICT_FIELDS } from "./predict-fields.js";
 import { LOG_LEVELS, ON_ALL_STALE } from "./types.js";
 
 export type FieldSpec =
@@ -194,6 +195,7 @@ export const FIELDS = {
       doc: "most in-flight records per worker; the oldest is dropped (and counted) past it",
     },
   },
+  predict: PREDICT_FIELDS,
   events: {
     replayTimeoutMs: {
       kind: "int",

@@ -97,6 +97,16 @@ export interface LoadConfig {
   readonly staleAfterMs: number;
 }
 
+/** Predict-on-route and the degraded-mode fallback (docs/prediction.md). */
+export interface PredictConfig {
+  readonly ttlMs: number;
+  readonly maxBlocksPerWorker: number;
+  readonly fallback: boolean;
+  readonly degradedTtlMs: number;
+  readonly silentAfterMs: number;
+  readonly recoverAfterMs: number;
+}
+
 export interface InFlightConfig {
   /** A routed request with no `first-token` after this long no longer counts as prefill. */
   readonly prefillTtlMs: number;
@@ -165,6 +175,7 @@ export interface KvrouterConfig {
   readonly scheduler: SchedulerConfig;
   readonly load: LoadConfig;
   readonly inFlight: InFlightConfig;
+  readonly predict: PredictConfig;
   readonly events: EventsConfig;
   readonly replicas: ReplicasConfig;
   readonly gateway: GatewayConfig;

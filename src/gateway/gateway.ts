@@ -423,7 +423,9 @@ export class Gateway {
         if (usage?.cachedTokens == null) return;
         this.#prediction.record({
           worker: decision.worker,
-          predicted: decision.cachedTokens,
+          // What the engines' events said (not predict-on-route's guesses): the check is
+          // about whether the index tracks the engines (docs/prediction.md).
+          predicted: reportedCachedTokens(decision),
           actual: usage.cachedTokens,
           promptTokens: usage.promptTokens ?? decision.promptTokens,
           blockSize: decision.blockSize,
@@ -437,4 +439,11 @@ export class Gateway {
     this.admission.close();
     if (this.#ownsUpstream) await this.upstream.close();
   }
+}
+
+/** The chosen worker's overlap as its engine reported it (the index), in tokens. */
+function reportedCachedTokens(d: RouteDecision): number {
+  const i = d.candidates.findIndex((c) => c.worker === d.worker);
+  const reported = i < 0 ? undefined : d.overlapSources?.[i]?.reportedBlocks;
+  return reported === undefined ? d.cachedTokens : Math.min(d.cachedTokens, reported * d.blockSize);
 }

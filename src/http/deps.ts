@@ -32,6 +32,11 @@ export interface AppDeps {
    * `SubscriberPool.catchingUp`). Absent: every stream counts as current.
    */
   readonly catchingUp?: () => ReadonlySet<string>;
+  /**
+   * Ranks routed by their approximate view because their event stream broke, with why and
+   * since when (docs/prediction.md). Absent: none ever is.
+   */
+  readonly degraded?: () => ReadonlyMap<string, { reason: string; sinceMs: number }>;
   readonly logger: Logger;
   /** Wall clock in ms (staleness, TTLs). */
   readonly nowMs: () => number;

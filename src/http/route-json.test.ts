@@ -61,6 +61,9 @@ const decision: fc.Arbitrary<RouteDecision> = fc.record({
   kvMean: nullableNum,
   kvStd: nullableNum,
   candidates: fc.array(candidate, { maxLength: 4 }),
+  overlapSources: fc.array(fc.record({ reportedBlocks: num, predictedBlocks: num }), {
+    maxLength: 4,
+  }),
   timings: fc.record({ hashMs: num, matchMs: num, scoreMs: num }),
 });
 

@@ -8,7 +8,7 @@
  * numbers as `null` included; `route-json.test.ts` checks that on generated decisions.
  */
 
-import type { MatchReport, RouteDecision } from "../router.js";
+import type { MatchReport, OverlapSource, RouteDecision } from "../router.js";
 import type { CandidateBreakdown } from "../scheduler/types.js";
 
 /**
@@ -19,7 +19,12 @@ import type { CandidateBreakdown } from "../scheduler/types.js";
 export type NotCurrent = ReadonlySet<string>;
 const NONE: NotCurrent = new Set();
 
-function candidateJson(c: CandidateBreakdown, notCurrent: NotCurrent) {
+/** Candidate i's reported and predicted GPU blocks (all reported when there is no prediction). */
+function sourceOf(d: RouteDecision, c: CandidateBreakdown, i: number): OverlapSource {
+  return d.overlapSources?.[i] ?? { reportedBlocks: c.overlap.gpu, predictedBlocks: 0 };
+}
+
+function candidateJson(c: CandidateBreakdown, notCurrent: NotCurrent, src: OverlapSource) {
   return {
     worker: c.worker,
     overlap_blocks: {
@@ -28,6 +33,8 @@ function candidateJson(c: CandidateBreakdown, notCurrent: NotCurrent) {
       disk: c.overlap.disk,
       store: c.overlap.store,
     },
+    reported_blocks: src.reportedBlocks,
+    predicted_blocks: src.predictedBlocks,
     current: !notCurrent.has(c.worker),
     new_prefill_blocks: c.newPrefillBlocks,
     cost: {
@@ -71,7 +78,7 @@ export function decisionJson(d: RouteDecision, notCurrent: NotCurrent = NONE) {
     },
     kv_mean: d.kvMean,
     kv_std: d.kvStd,
-    candidates: d.candidates.map((c) => candidateJson(c, notCurrent)),
+    candidates: d.candidates.map((c, i) => candidateJson(c, notCurrent, sourceOf(d, c, i))),
     timings_ms: {
       hashing: d.timings.hashMs,
       matching: d.timings.matchMs,
@@ -105,12 +112,13 @@ const numOrNull = (x: number | null): string => (x === null ? "null" : num(x));
 const str = (s: string): string => JSON.stringify(s);
 const strOrNull = (s: string | null): string => (s === null ? "null" : JSON.stringify(s));
 
-function writeCandidate(c: CandidateBreakdown, notCurrent: NotCurrent): string {
+function writeCandidate(c: CandidateBreakdown, notCurrent: NotCurrent, src: OverlapSource): string {
   const o = c.overlap;
   const l = c.load;
   return (
     `{"worker":${str(c.worker)},` +
     `"overlap_blocks":{"gpu":${num(o.gpu)},"host":${num(o.host)},"disk":${num(o.disk)},"store":${num(o.store)}},` +
+    `"reported_blocks":${num(src.reportedBlocks)},"predicted_blocks":${num(src.predictedBlocks)},` +
     `"current":${!notCurrent.has(c.worker)},"new_prefill_blocks":${num(c.newPrefillBlocks)},` +
     `"cost":{"prefill":${num(c.prefillCost)},"decode":${num(c.decodeCost)},"queue":${num(c.queueCost)},` +
     `"stale_penalty":${num(c.stalePenalty)},"total":${num(c.totalCost)}},` +
@@ -134,8 +142,10 @@ export function writeDecision(d: RouteDecision, notCurrent: NotCurrent = NONE): 
     `"fallbacks":{"all_stale":${d.fallbacks.allStale},"kv_exclusion_skipped":${d.fallbacks.kvExclusionSkipped}},` +
     `"kv_mean":${numOrNull(d.kvMean)},"kv_std":${numOrNull(d.kvStd)},"candidates":[`;
   const cs = d.candidates;
-  for (let i = 0; i < cs.length; i++)
-    out += i === 0 ? writeCandidate(cs[i]!, notCurrent) : `,${writeCandidate(cs[i]!, notCurrent)}`;
+  for (let i = 0; i < cs.length; i++) {
+    const c = writeCandidate(cs[i]!, notCurrent, sourceOf(d, cs[i]!, i));
+    out += i === 0 ? c : `,${c}`;
+  }
   const t = d.timings;
   return `${out}],"timings_ms":{"hashing":${num(t.hashMs)},"matching":${num(t.matchMs)},"scoring":${num(t.scoreMs)}}}`;
 }

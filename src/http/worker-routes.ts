@@ -39,6 +39,7 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
   /** JSON of one worker or of all; stream states are read once per call. */
   const views = (only?: string) => {
     const byKey = new Map(deps.streams().map((s) => [s.worker, s]));
+    const degraded = deps.degraded?.() ?? new Map<string, { reason: string; sinceMs: number }>();
     const nowMs = deps.nowMs();
     inFlight.expire(nowMs); // TTLs apply even while nothing is being routed
     const list =
@@ -50,8 +51,23 @@ export function registerWorkerRoutes(app: FastifyInstance, deps: AppDeps): void 
         stream: (k) => byKey.get(k),
         nowMs,
       });
+      // Degraded mode per rank (null = precise), and whether any rank is degraded.
+      const rankViews = view.ranks.map((r) => {
+        const g = degraded.get(r.key);
+        return {
+          ...r,
+          degraded: g === undefined ? null : { reason: g.reason, since_ms: g.sinceMs },
+        };
+      });
+      const withMode = {
+        ...view,
+        degraded: rankViews.some((r) => r.degraded !== null),
+        ranks: rankViews,
+      };
       // Gateway mode: the worker's circuit breaker (closed / open / half_open).
-      return deps.gateway === undefined ? view : { ...view, circuit: deps.gateway.circuit(w.id) };
+      return deps.gateway === undefined
+        ? withMode
+        : { ...withMode, circuit: deps.gateway.circuit(w.id) };
     });
   };
 

@@ -7,6 +7,7 @@ import { RadixTreeIndex } from "../index/radix-tree.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { deriveSeed, seededRng } from "../util/rng.js";
 import { KvPolicy } from "./kv-policy.js";
+import type { KvPredictOptions, KvPredictStats } from "./kv-predict.js";
 import { AibrixPrefixCachePolicy } from "./peers/aibrix-prefix-cache.js";
 import { DynamoKvPolicy } from "./peers/dynamo-kv-router.js";
 import { LlmdApproxPolicy, LlmdPrecisePolicy } from "./peers/llmd-scorers.js";
@@ -29,6 +30,8 @@ export interface CompareOptions extends FleetOptions {
   readonly scheduler: SchedulerConfig;
   /** Also run one worker with the whole fleet's capacity, throughput and slots. */
   readonly reference: boolean;
+  /** kv only: predict-on-route, fallback and injected faults; absent = off. */
+  readonly predict?: KvPredictOptions;
 }
 
 /** Labelled run plus what the plot needs. */
@@ -36,6 +39,8 @@ export interface CompareRun extends ReportRun {
   readonly ttftSorted: Float64Array;
   /** kv only: index apply outcomes other than "applied". */
   readonly eventProblems?: Readonly<Record<string, number>>;
+  /** kv with prediction, fallback or faults: what they did (kv-predict.ts). */
+  readonly predict?: KvPredictStats;
 }
 
 /** Build a policy by name for a fleet. */
@@ -53,6 +58,7 @@ export function makePolicy(
         capacityBlocks: o.capacityBlocks ?? unlimitedBlocks(requests, o.blockSize),
         config: o.scheduler,
         rng: seededRng(deriveSeed(o.seed, "kv")),
+        ...(o.predict === undefined ? {} : { predict: o.predict }),
       });
     case "round_robin":
       return new RoundRobinPolicy(fleet);
@@ -124,6 +130,7 @@ export function runJob(
   );
   const p = policy as RoutingPolicy | null;
   const problems = p instanceof KvPolicy ? Object.fromEntries(p.eventProblems) : undefined;
+  const predict = p instanceof KvPolicy ? p.predict?.stats : undefined;
   return {
     label: job,
     summary: r.summary,
@@ -131,6 +138,7 @@ export function runJob(
     wallMs: r.wallMs,
     ttftSorted: r.ttftSorted,
     ...(problems === undefined ? {} : { eventProblems: problems }),
+    ...(predict === undefined ? {} : { predict: { ...predict } }),
   };
 }
 

@@ -16,6 +16,7 @@ import { type WorkerKey, workerKey } from "../protocol/worker.js";
 import { Router } from "../router.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import type { Rng } from "../util/rng.js";
+import { KvPredict, type KvPredictOptions } from "./kv-predict.js";
 import type { RoutingPolicy, ScrapedLoad } from "./policies.js";
 import type { RequestOutcome } from "./sim-fleet.js";
 import type { TraceRequest } from "./trace.js";
@@ -30,6 +31,8 @@ export interface KvPolicyOptions {
   readonly rng: Rng;
   /** Load snapshots older than this are stale (service default when omitted). */
   readonly staleAfterMs?: number;
+  /** Predict-on-route, degraded-mode fallback and injected stream faults (kv-predict.ts). */
+  readonly predict?: KvPredictOptions;
 }
 
 /** The Router wired to a simulated fleet. */
@@ -44,6 +47,8 @@ export class KvPolicy implements RoutingPolicy {
   readonly #indexOf = new Map<WorkerKey, number>();
   /** Apply outcomes other than "applied", by status (should stay empty). */
   readonly eventProblems = new Map<ApplyStatus, number>();
+  /** Present when predict-on-route, the fallback or a fault is asked for. */
+  readonly predict: KvPredict | null;
 
   constructor(o: KvPolicyOptions) {
     this.index = o.index;
@@ -68,6 +73,11 @@ export class KvPolicy implements RoutingPolicy {
       prefillTtlMs: FIELDS.inFlight.prefillTtlMs.default,
       ttlMs: FIELDS.inFlight.ttlMs.default,
     });
+    const p = o.predict;
+    this.predict =
+      p === undefined || (p.ttlMs === 0 && !p.fallback && p.faults.length === 0)
+        ? null
+        : new KvPredict(p, this.#keys, o.capacityBlocks);
     this.router = new Router({
       index: o.index,
       registry,
@@ -75,6 +85,7 @@ export class KvPolicy implements RoutingPolicy {
       inFlight: this.inFlight,
       config: o.config,
       rng: o.rng,
+      ...(this.predict === null ? {} : { predicted: this.predict.predicted }),
     });
   }
 
@@ -84,13 +95,30 @@ export class KvPolicy implements RoutingPolicy {
   }
 
   choose(req: TraceRequest, tokens: readonly number[], nowMs: number): number {
+    this.predict?.tick(nowMs, (key) => this.index.removeWorker(key));
     const res = this.router.route({ tokenIds: tokens, requestId: String(req.index) }, nowMs);
     if (!res.ok) throw new Error(`router refused request ${req.index}: ${res.error.message}`);
-    return this.#indexOf.get(res.decision.worker)!;
+    const d = res.decision;
+    if (this.predict !== null) {
+      const i = d.candidates.findIndex((c) => c.worker === d.worker);
+      const predicted = d.overlapSources?.[i]?.predictedBlocks ?? 0;
+      this.predict.routed(req.index, d.worker, d.cachedTokens, predicted);
+    }
+    return this.#indexOf.get(d.worker)!;
   }
 
-  onKvEvent(w: number, event: KvEvent): void {
+  onKvEvent(w: number, event: KvEvent, nowMs = 0): void {
+    const p = this.predict;
+    if (p !== null) {
+      p.tick(nowMs, (key) => this.index.removeWorker(key));
+      if (!p.delivers(w, nowMs)) return;
+    }
     const r = this.index.applyEvent(this.#keys[w]!, event);
+    p?.counted(w, event, r.status);
+    // The engine emptied its cache: what the router predicted there is gone too.
+    if (p !== null && event.type === "cleared" && !p.predicted.isDegraded(this.#keys[w]!)) {
+      p.predicted.clearWorker(this.#keys[w]!);
+    }
     if (r.status !== "applied") {
       this.eventProblems.set(r.status, (this.eventProblems.get(r.status) ?? 0) + 1);
     }
@@ -112,6 +140,7 @@ export class KvPolicy implements RoutingPolicy {
   }
 
   onFirstToken(o: RequestOutcome, nowMs: number): void {
+    this.predict?.served(o.index, o.hitTokens);
     this.inFlight.firstToken(String(o.index), nowMs);
   }
 

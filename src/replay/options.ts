@@ -5,8 +5,10 @@
 import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { FIELDS } from "../config/fields.js";
 import { resolveSchedulerConfig, SchedulerConfigError } from "../scheduler/config.js";
 import type { CostWeights, SchedulerConfig } from "../scheduler/types.js";
+import { type KvPredictOptions, parseFault } from "./kv-predict.js";
 import {
   BASELINE_POLICY_NAMES,
   isPolicyName,
@@ -47,6 +49,12 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --max-num-seqs N          running requests per worker (default ${DEFAULT_TIMING.maxNumSeqs})
   --event-delay-ms X        KV event propagation delay, engine to router (default 5)
   --scrape-interval-ms X    /metrics scrape period seen by the router, 0 = none (default 1000)
+  --predict-ttl-ms X        kv: predict-on-route, routed blocks count as held for X ms
+                            (docs/prediction.md; default 0 = off here, 2000 in the service)
+  --fallback                kv: route a worker whose stream broke by its approximate view
+  --fault KIND:W@S          inject a stream fault for kv: gap (1 s of batches lost, no
+                            replay) or silent (publisher stops) on worker W at S seconds;
+                            repeatable
   --weight KEY=VALUE        scheduler weight override (prefill, pending, decode, queue, host,
                             disk, store); repeatable
   --temperature T           scheduler temperature (default: the service default)
@@ -71,6 +79,8 @@ export interface ReplayOptions {
   readonly timing: TimingModel;
   readonly eventDelayMs: number;
   readonly scrapeIntervalMs: number;
+  /** kv only: predict-on-route, fallback and injected faults (kv-predict.ts). */
+  readonly predict: KvPredictOptions;
   readonly scheduler: SchedulerConfig;
   readonly jobs: number;
   readonly json: boolean;
@@ -218,10 +228,28 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
     eventDelayMs: num("event-delay-ms", v["event-delay-ms"], nonNeg, "a number ≥ 0") ?? 5,
     scrapeIntervalMs:
       num("scrape-interval-ms", v["scrape-interval-ms"], nonNeg, "a number ≥ 0") ?? 1000,
+    predict: predictOptions(v, num("workers", v.workers, posInt, "a positive integer") ?? 8),
     scheduler,
     jobs: num("jobs", v.jobs, posInt, "a positive integer") ?? availableParallelism(),
     json: v.json ?? false,
     svg: v.svg ?? null,
+  };
+}
+
+function predictOptions(
+  v: { "predict-ttl-ms"?: string; fallback?: boolean; fault?: string[] },
+  workers: number,
+): KvPredictOptions {
+  const faults = (v.fault ?? []).map((f) => {
+    const r = parseFault(f, workers);
+    if (typeof r === "string") throw new ReplayUsageError(`--fault: ${r}`);
+    return r;
+  });
+  return {
+    ttlMs: num("predict-ttl-ms", v["predict-ttl-ms"], nonNeg, "a number ≥ 0") ?? 0,
+    fallback: v.fallback ?? false,
+    faults,
+    degradedTtlMs: FIELDS.predict.degradedTtlMs.default,
   };
 }
 
@@ -247,6 +275,9 @@ function parse(argv: readonly string[]) {
       "max-num-seqs": { type: "string" },
       "event-delay-ms": { type: "string" },
       "scrape-interval-ms": { type: "string" },
+      "predict-ttl-ms": { type: "string" },
+      fallback: { type: "boolean" },
+      fault: { type: "string", multiple: true },
       weight: { type: "string", multiple: true },
       temperature: { type: "string" },
       "outlier-std-k": { type: "string" },

@@ -71,6 +71,9 @@ export async function main(argv: string[]): Promise<number> {
         `${r.label}: KV events not applied: ${JSON.stringify(r.eventProblems)}\n`,
       );
     }
+    if (r.predict !== undefined) {
+      process.stdout.write(`${r.label}: prediction/fallback: ${JSON.stringify(r.predict)}\n`);
+    }
   }
   if (o.svg !== null) {
     const title = `${requests.length} requests, ${o.workers} workers, ${cap}`;

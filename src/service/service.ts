@@ -24,8 +24,10 @@ import { WorkerRegistry } from "../load/worker-registry.js";
 import { createReplicaSharing } from "../replicas/replica-sharing.js";
 import { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
+import { registerPredictMetrics } from "../telemetry/predict-metrics.js";
 import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
 import { IndexUpkeepLoop } from "./index-upkeep.js";
+import { newPrediction } from "./prediction.js";
 
 export interface ServiceOptions {
   readonly logger: Logger;
@@ -91,7 +93,9 @@ export async function createService(
     nowMs,
     owner: (id) => fleet.get(id),
   });
+  const prediction = newPrediction(config, { pool, registry, loads, nowMs, logger });
   const router = new Router({
+    ...(prediction === null ? {} : { predicted: prediction.predicted }),
     index,
     registry,
     loads,
@@ -118,6 +122,7 @@ export async function createService(
     streams: () => [...pool.states(), ...httpEvents.states()],
     httpEvents,
     catchingUp: () => pool.catchingUp(),
+    ...(prediction === null ? {} : { degraded: () => prediction.loop.degraded() }),
     logger,
     nowMs,
     ...(replicas === null ? {} : { replicaSync: () => replicas.sync.status() }),
@@ -125,6 +130,7 @@ export async function createService(
     ...(gateway === undefined ? {} : { gateway }),
   });
   if (replicas !== null) registerReplicaMetrics(metricsRegistry, () => replicas.sync.status());
+  if (prediction !== null) registerPredictMetrics(metricsRegistry, prediction.metrics);
   for (const w of config.workers) {
     const added = await fleet.add(w);
     if (!added.ok) {
@@ -136,6 +142,7 @@ export async function createService(
   replicas?.sync.start();
   const upkeep = new IndexUpkeepLoop({ index, registry, loads });
   upkeep.start();
+  prediction?.loop.start();
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
@@ -145,6 +152,7 @@ export async function createService(
       await drainConnections(app, config.server.drainMs);
       await app.close();
       upkeep.stop();
+      prediction?.loop.stop();
       await gateway?.close();
       await scrapes.stop();
       await pool.close();

@@ -1,0 +1,53 @@
+import { describe, expect, it } from "vitest";
+import { workerKey } from "../protocol/worker.js";
+import { KvPredict, parseFault } from "./kv-predict.js";
+import { parseReplayArgs, ReplayUsageError } from "./options.js";
+
+describe("replay prediction flags", () => {
+  it("parses faults and the predict flags, and names a bad one", () => {
+    expect(parseFault("gap:3@120", 8)).toEqual({ kind: "gap", worker: 3, atMs: 120_000 });
+    expect(parseFault("silent:0@1.5", 8)).toEqual({ kind: "silent", worker: 0, atMs: 1500 });
+    expect(parseFault("gap:8@1", 8)).toMatch(/not in a fleet of 8/);
+    const o = parseReplayArgs(["--predict-ttl-ms", "2000", "--fallback", "--fault", "gap:1@10"])!;
+    expect(o.predict).toMatchObject({
+      ttlMs: 2000,
+      fallback: true,
+      faults: [{ kind: "gap", worker: 1, atMs: 10_000 }],
+    });
+    expect(parseReplayArgs([])!.predict).toMatchObject({ ttlMs: 0, fallback: false, faults: [] });
+    expect(() => parseReplayArgs(["--fault", "drop:1@2"])).toThrow(ReplayUsageError);
+    expect(() => parseReplayArgs(["--predict-ttl-ms", "-1"])).toThrow(/--predict-ttl-ms/);
+  });
+
+  it("a gap clears the worker and loses its batches for a second; a silent one loses all after", () => {
+    const keys = [workerKey("sim-0"), workerKey("sim-1")];
+    const p = new KvPredict(
+      {
+        ttlMs: 0,
+        fallback: true,
+        degradedTtlMs: 60_000,
+        faults: [
+          { kind: "gap", worker: 0, atMs: 1000 },
+          { kind: "silent", worker: 1, atMs: 2000 },
+        ],
+      },
+      keys,
+      100,
+    );
+    const cleared: string[] = [];
+    p.tick(999, (k) => cleared.push(k));
+    expect(cleared).toEqual([]);
+    p.tick(1000, (k) => cleared.push(k));
+    expect(cleared).toEqual(["sim-0#0"]);
+    expect(p.delivers(0, 1500)).toBe(false);
+    expect(p.delivers(0, 2000)).toBe(true);
+    p.tick(2000, () => {});
+    expect(p.delivers(1, 1999)).toBe(true);
+    expect(p.delivers(1, 2000)).toBe(false);
+    expect(p.delivers(1, 90_000)).toBe(false);
+    // The gap is seen at the next health tick: worker 0 is degraded.
+    p.tick(3000, () => {});
+    expect(p.predicted.isDegraded(keys[0]!)).toBe(true);
+    expect(p.stats.droppedEvents).toBe(3);
+  });
+});
