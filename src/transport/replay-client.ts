@@ -106,6 +106,13 @@ export class ReplayClient {
     }
     const socket = new Dealer({
       linger: 0,
+      // Queue the request only on a completed connection. Without it, the pipe made
+      // before the engine answers is "hiccuped" when the engine restarts on the same
+      // port, and closing the socket then could abort the process inside libzmq 4.3.5
+      // (`_state == term_ack_sent || _state == term_req_sent2`, pipe.cpp:355): seen in
+      // 2 of 6 loaded runs of test/zmq-subscriber.test.ts's restart cases, 0 of 8 with
+      // it. An absent engine now fails the send at `sendTimeout`: reported as a timeout.
+      immediate: true,
       receiveTimeout: this.#options.timeoutMs,
       sendTimeout: this.#options.timeoutMs,
       receiveHighWaterMark: 0,
