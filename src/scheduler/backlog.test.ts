@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backlogPendingWeight } from "./backlog.js";
+import { backlogPendingWeight, SPREAD_MIN_SAVING } from "./backlog.js";
 import { DEFAULT_SCHEDULER_CONFIG } from "./defaults.js";
 import { schedule } from "./schedule.js";
 import { cand } from "./test-helpers.js";
@@ -20,9 +20,10 @@ const hot = (holderPending: number, otherPending: number) => ({
 });
 
 describe("backlog-weighted queued prefill", () => {
-  it("is 1 with an idle eligible worker, 1/(1+k) with k prompts of backlog everywhere", () => {
+  it("is 1/(1+λmin) with an idle eligible worker, 1/(1+k) with k prompts of backlog everywhere", () => {
     const cs = hot(100_000, 0).candidates;
-    expect(backlogPendingWeight(cs, [true, true], 512, 16, 0.05)).toBe(1);
+    expect(backlogPendingWeight(cs, [true, true], 512, 16, 0.05)).toBe(1 / (1 + SPREAD_MIN_SAVING));
+    expect(backlogPendingWeight(cs, [true, true], 512, 16, 0.05, 0)).toBe(1);
     const busy = hot(100_000, 2 * 8_192).candidates;
     expect(backlogPendingWeight(busy, [true, true], 512, 16, 0.05)).toBeCloseTo(1 / 3, 9);
     expect(backlogPendingWeight(busy, [true, true], 512, 16, 0.5)).toBe(0.5); // floor
@@ -41,6 +42,17 @@ describe("backlog-weighted queued prefill", () => {
     // A short queue (less than the prefix's own prefill) keeps the request on the holder.
     const s = schedule(hot(4_000, 0), DEFAULT_SCHEDULER_CONFIG, zero);
     expect(s.ok && s.chosen).toBe("holder#0");
+  });
+
+  it("a holder's queue just longer than the prefix's prefill does not move the request", () => {
+    // 520 blocks queued on the holder vs 512 blocks of prefill on the idle worker: waiting
+    // costs 520, recomputing 512 + the fleet's extra work. Stay (λ = 0 would move it and
+    // lose the hit — the conversation trace's hit-rate regression).
+    const r = schedule(hot(520 * 16, 0), DEFAULT_SCHEDULER_CONFIG, zero);
+    expect(r.ok && r.chosen).toBe("holder#0");
+    // Once the queue is 1.25× the recompute, the prefix gains a holder.
+    const s = schedule(hot(700 * 16, 0), DEFAULT_SCHEDULER_CONFIG, zero);
+    expect(s.ok && s.chosen).toBe("other#0");
   });
 
   it("with every worker backed up, the request still waits behind its cache", () => {
