@@ -5,10 +5,10 @@
  * The fleet knows nothing of routing: a policy picks the worker, the fleet runs it and
  * reports first tokens, completions and the caches' KV events through `FleetHooks`.
  *
- * Why not `sim/engine.ts`: that engine serves real HTTP streams token by token (a timer
- * per decode step, chunked prefill shared by running prompts); the replay needs two
- * events per request (first token, done) and one prefill at a time to stay within its
- * budget (docs/replay.md, "Replay budget"). Both take their rules and defaults from
+ * Why not `sim/engine.ts`: that engine streams real tokens (a timer per decode step, an
+ * event batch per step, preemption when a decode step finds no block); the replay needs
+ * two events per request (first token, done) to stay within its budget — driving the
+ * engine would multiply events by the output length (docs/replay.md, "Replay budget"). Both take their rules and defaults from
  * `sim/timing.ts`. The per-worker state here is `ReplayWorker`, not the simulator's
  * `sim/sim-worker.ts` (the sim-worker process).
  */
