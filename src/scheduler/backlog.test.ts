@@ -44,15 +44,12 @@ describe("backlog-weighted queued prefill", () => {
     expect(s.ok && s.chosen).toBe("holder#0");
   });
 
-  it("a holder's queue just longer than the prefix's prefill does not move the request", () => {
-    // 520 blocks queued on the holder vs 512 blocks of prefill on the idle worker: waiting
-    // costs 520, recomputing 512 + the fleet's extra work. Stay (λ = 0 would move it and
-    // lose the hit — the conversation trace's hit-rate regression).
-    const r = schedule(hot(520 * 16, 0), DEFAULT_SCHEDULER_CONFIG, zero);
-    expect(r.ok && r.chosen).toBe("holder#0");
-    // Once the queue is 1.25× the recompute, the prefix gains a holder.
-    const s = schedule(hot(700 * 16, 0), DEFAULT_SCHEDULER_CONFIG, zero);
-    expect(s.ok && s.chosen).toBe("other#0");
+  it("λ sets how much waiting a recomputation must save: weight 1/(1 + λ) with an idle worker", () => {
+    const cs = hot(520 * 16, 0).candidates;
+    expect(backlogPendingWeight(cs, [true, true], 512, 16, 0.05, 0.25)).toBeCloseTo(0.8, 9);
+    // Backlog above λ decides: 2 prompts queued everywhere → 1/3 whatever λ ≤ 2.
+    const busy = hot(100_000, 2 * 8_192).candidates;
+    expect(backlogPendingWeight(busy, [true, true], 512, 16, 0.05, 0.25)).toBeCloseTo(1 / 3, 9);
   });
 
   it("with every worker backed up, the request still waits behind its cache", () => {

@@ -10,10 +10,9 @@
  * Dividing the cost by w_pending', a candidate costs (queued prefill) + (1 + λ)·(its new
  * prefill) with λ = max(backlog, SPREAD_MIN_SAVING): a request leaves its cache's holder
  * only when the seconds it would wait there exceed (1 + λ) times the seconds of prefill it
- * recomputes elsewhere. λ > 0 charges a recomputation for the capacity it takes from the
- * requests after it (the fleet computes the prefix twice), so a short queue on the holder
- * no longer moves a conversation off its cache; a hot prefix, whose demand keeps its
- * holder's queue long, still gains holders. With every worker backed up by k prompts'
+ * recomputes elsewhere. λ > 0 would charge a recomputation for the capacity it takes
+ * from the requests after it (the fleet computes the prefix twice); see
+ * `SPREAD_MIN_SAVING` for why the default is 0. With every worker backed up by k prompts'
  * worth of prefill λ = k, down to the configured `pending` weight as a floor. Both quantities are
  * blocks of prefill, i.e. seconds at the worker's prefill rate, so the rule needs no rate.
  */
@@ -21,12 +20,14 @@
 import type { CandidateInput } from "./types.js";
 
 /**
- * The least λ: a request leaves its cache only to save 1.25× the prefill it recomputes.
- * At 0 (weight 1 while a worker is idle) kv's hit rate on the conversation trace fell
- * from 36.1 % to 30.6 %; at 1 or more hot prefixes gain holders too late (worse than
- * round-robin at 87 % load). Measured in docs/replay.md ("Hot prefixes").
+ * The least λ. 0: while a worker is idle a request leaves its holder as soon as waiting
+ * there costs more than recomputing. Measured (docs/replay.md, "A floor under the
+ * spreading"): λ = 0.25 gains 0.1 point of hit rate on the whole conversation trace but
+ * costs 7 % mean TTFT there and loses hot-prefix cells to Dynamo; λ ≥ 1 makes hot
+ * prefixes worse than round-robin at 87 % load. No single λ restores the hit rate, so
+ * the default stays 0 until the rule sees per-prefix demand.
  */
-export const SPREAD_MIN_SAVING = 0.25;
+export const SPREAD_MIN_SAVING = 0;
 
 /** Effective weight of queued prefill for this decision. */
 export function backlogPendingWeight(
