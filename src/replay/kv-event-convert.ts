@@ -2,18 +2,25 @@
  * The simulated cache's engine events as the router's `KvEvent`s: the same conversion a
  * subscriber performs after decoding the wire (engine hashes as unsigned 64-bit ints,
  * medium "GPU"), without the msgpack round trip the replay does not need.
+ *
+ * The simulator's hash *is* the 16 lowercase hex digits of the unsigned 64-bit value,
+ * which is exactly `engineHashFromBigInt` of the wire's integer (tested in
+ * `kv-event-convert.test.ts`), so it is taken as is rather than going through a BigInt.
  */
 
-import { type EngineBlockHash, engineHashFromBigInt } from "../protocol/engine-hash.js";
+import type { EngineBlockHash } from "../protocol/engine-hash.js";
 import type { KvEvent } from "../protocol/events.js";
+import type { SimBlockHash } from "../sim/block-hasher.js";
 import type { CacheEvent } from "../sim/kv-cache.js";
 
 const GPU = "GPU";
 
-function hashes(values: readonly bigint[]): EngineBlockHash[] {
-  const out = new Array<EngineBlockHash>(values.length);
-  for (let i = 0; i < values.length; i++) out[i] = engineHashFromBigInt(values[i]!);
-  return out;
+function engineHash(h: SimBlockHash): EngineBlockHash {
+  return h as EngineBlockHash;
+}
+
+function hashes(values: readonly SimBlockHash[]): EngineBlockHash[] {
+  return values as EngineBlockHash[];
 }
 
 /** One engine cache event → one router event. */
@@ -23,7 +30,7 @@ export function toKvEvent(e: CacheEvent): KvEvent {
       return {
         type: "stored",
         blockHashes: hashes(e.blockHashes),
-        parentHash: e.parentHash === null ? null : engineHashFromBigInt(e.parentHash),
+        parentHash: e.parentHash === null ? null : engineHash(e.parentHash),
         tokenIds: e.tokenIds,
         blockSize: e.blockSize,
         loraId: null,

@@ -4,6 +4,13 @@
  * prefill at a time and up to `maxNumSeqs` running requests (see `timing-model.ts`).
  * The fleet knows nothing of routing: a policy picks the worker, the fleet runs it and
  * reports first tokens, completions and the caches' KV events through `FleetHooks`.
+ *
+ * Why not `sim/engine.ts`: that engine streams real tokens (a timer per decode step, an
+ * event batch per step, preemption when a decode step finds no block); the replay needs
+ * two events per request (first token, done) to stay within its budget — driving the
+ * engine would multiply events by the output length (docs/replay.md, "Replay budget"). Both take their rules and defaults from
+ * `sim/timing.ts`. The per-worker state here is `ReplayWorker`, not the simulator's
+ * `sim/sim-worker.ts` (the sim-worker process).
  */
 
 import type { EventQueue } from "./event-queue.js";
@@ -71,7 +78,8 @@ interface Pending {
   readonly outcome: RequestOutcome;
 }
 
-class SimWorker {
+// FIFO: see util (a shared moving-head queue is being written in src/util/; use it here).
+class ReplayWorker {
   readonly waiting: Pending[] = [];
   #head = 0;
   running = 0;
@@ -110,7 +118,7 @@ export class SimFleet {
   readonly #q: EventQueue;
   readonly #timing: TimingModel;
   readonly #hooks: FleetHooks;
-  readonly #workers: SimWorker[];
+  readonly #workers: ReplayWorker[];
   #rejected = 0;
 
   constructor(
@@ -123,7 +131,7 @@ export class SimFleet {
     this.#q = q;
     this.#timing = timing;
     this.#hooks = hooks;
-    this.#workers = caches.map((c, i) => new SimWorker(i, c));
+    this.#workers = caches.map((c, i) => new ReplayWorker(i, c));
   }
 
   get size(): number {
@@ -171,7 +179,7 @@ export class SimFleet {
   }
 
   /** Start as many queued requests as the worker's rules allow (FCFS, no skipping). */
-  #pump(w: SimWorker): void {
+  #pump(w: ReplayWorker): void {
     const t = this.#timing;
     while (!w.prefillBusy && w.running < t.maxNumSeqs) {
       const p = w.peek();
@@ -191,7 +199,7 @@ export class SimFleet {
     }
   }
 
-  #start(w: SimWorker, p: Pending, hit: number): void {
+  #start(w: ReplayWorker, p: Pending, hit: number): void {
     const now = this.#q.now;
     const uncached = p.req.inputLength - hit;
     const duration = prefillMs(this.#timing, uncached);

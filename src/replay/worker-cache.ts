@@ -37,7 +37,8 @@ export class SimWorkerCache implements WorkerCache {
   }
 
   admit(id: number, tokens: readonly number[]): number | null {
-    const seq = this.#cache.sequence(tokens);
+    // The replay builds each prompt once and never changes it: no copy.
+    const seq = this.#cache.sequenceOver(tokens as number[]);
     const res = this.#cache.admit(seq);
     if (res === null) return null;
     this.#live.set(id, seq);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backlogPendingWeight } from "./backlog.js";
+import { backlogPendingWeight, SPREAD_MIN_SAVING } from "./backlog.js";
 import { DEFAULT_SCHEDULER_CONFIG } from "./defaults.js";
 import { schedule } from "./schedule.js";
 import { cand } from "./test-helpers.js";
@@ -20,9 +20,10 @@ const hot = (holderPending: number, otherPending: number) => ({
 });
 
 describe("backlog-weighted queued prefill", () => {
-  it("is 1 with an idle eligible worker, 1/(1+k) with k prompts of backlog everywhere", () => {
+  it("is 1/(1+λmin) with an idle eligible worker, 1/(1+k) with k prompts of backlog everywhere", () => {
     const cs = hot(100_000, 0).candidates;
-    expect(backlogPendingWeight(cs, [true, true], 512, 16, 0.05)).toBe(1);
+    expect(backlogPendingWeight(cs, [true, true], 512, 16, 0.05)).toBe(1 / (1 + SPREAD_MIN_SAVING));
+    expect(backlogPendingWeight(cs, [true, true], 512, 16, 0.05, 0)).toBe(1);
     const busy = hot(100_000, 2 * 8_192).candidates;
     expect(backlogPendingWeight(busy, [true, true], 512, 16, 0.05)).toBeCloseTo(1 / 3, 9);
     expect(backlogPendingWeight(busy, [true, true], 512, 16, 0.5)).toBe(0.5); // floor
@@ -41,6 +42,14 @@ describe("backlog-weighted queued prefill", () => {
     // A short queue (less than the prefix's own prefill) keeps the request on the holder.
     const s = schedule(hot(4_000, 0), DEFAULT_SCHEDULER_CONFIG, zero);
     expect(s.ok && s.chosen).toBe("holder#0");
+  });
+
+  it("λ sets how much waiting a recomputation must save: weight 1/(1 + λ) with an idle worker", () => {
+    const cs = hot(520 * 16, 0).candidates;
+    expect(backlogPendingWeight(cs, [true, true], 512, 16, 0.05, 0.25)).toBeCloseTo(0.8, 9);
+    // Backlog above λ decides: 2 prompts queued everywhere → 1/3 whatever λ ≤ 2.
+    const busy = hot(100_000, 2 * 8_192).candidates;
+    expect(backlogPendingWeight(busy, [true, true], 512, 16, 0.05, 0.25)).toBeCloseTo(1 / 3, 9);
   });
 
   it("with every worker backed up, the request still waits behind its cache", () => {

@@ -13,11 +13,32 @@ import { fmix32 } from "../util/fmix32.js";
 /** A block hash as 16 lowercase hex digits. Engine-side only; never a router key. */
 export type SimBlockHash = string;
 
-const HEX2: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+const DIGITS: number[] = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
 
-/** 8 hex digits of a 32-bit value (table lookups: this is on the replay hot path). */
-function hex8(n: number): string {
-  return HEX2[n >>> 24]! + HEX2[(n >>> 16) & 0xff]! + HEX2[(n >>> 8) & 0xff]! + HEX2[n & 0xff]!;
+/**
+ * 16 hex digits of (hi, lo). One `fromCharCode` builds a flat string: concatenating
+ * pieces would build a rope that every Map lookup must flatten first (replay hot path).
+ */
+export function hex16(hi: number, lo: number): string {
+  const d = DIGITS;
+  return String.fromCharCode(
+    d[hi >>> 28]!,
+    d[(hi >>> 24) & 15]!,
+    d[(hi >>> 20) & 15]!,
+    d[(hi >>> 16) & 15]!,
+    d[(hi >>> 12) & 15]!,
+    d[(hi >>> 8) & 15]!,
+    d[(hi >>> 4) & 15]!,
+    d[hi & 15]!,
+    d[lo >>> 28]!,
+    d[(lo >>> 24) & 15]!,
+    d[(lo >>> 20) & 15]!,
+    d[(lo >>> 16) & 15]!,
+    d[(lo >>> 12) & 15]!,
+    d[(lo >>> 8) & 15]!,
+    d[(lo >>> 4) & 15]!,
+    d[lo & 15]!,
+  );
 }
 
 function hexNibble(c: number): number {
@@ -63,6 +84,10 @@ export class BlockHasher {
     this.#rootLo = fmix32(this.#seedB ^ 0xa4093822);
   }
 
+  /** Halves of the last `hashInto` result (unsigned 32-bit). */
+  hi = 0;
+  lo = 0;
+
   /**
    * Hash of the block `tokens[start, start + size)` whose parent is `parent`
    * (null = first block of a sequence).
@@ -74,15 +99,36 @@ export class BlockHasher {
     size: number,
     loraName: string | null,
   ): SimBlockHash {
-    let pHi: number;
-    let pLo: number;
-    if (parent === null) {
-      pHi = this.#rootHi;
-      pLo = this.#rootLo;
-    } else {
-      pHi = parseHex8(parent, 0);
-      pLo = parseHex8(parent, 8);
+    if (parent === null) this.hashInto(false, 0, 0, tokens, start, size, loraName);
+    else {
+      this.hashInto(
+        true,
+        parseHex8(parent, 0),
+        parseHex8(parent, 8),
+        tokens,
+        start,
+        size,
+        loraName,
+      );
     }
+    return hex16(this.hi, this.lo);
+  }
+
+  /**
+   * The same hash from the parent's halves, into `hi` / `lo` (no string: the cache's hot
+   * path). `hasParent` false = first block of a sequence.
+   */
+  hashInto(
+    hasParent: boolean,
+    parentHi: number,
+    parentLo: number,
+    tokens: ArrayLike<number>,
+    start: number,
+    size: number,
+    loraName: string | null,
+  ): void {
+    const pHi = hasParent ? parentHi : this.#rootHi;
+    const pLo = hasParent ? parentLo : this.#rootLo;
     let a = round(round(this.#seedA, pHi), pLo);
     let b = round(round(this.#seedB, pLo), pHi ^ 0x5bd1e995);
     const end = start + size;
@@ -100,8 +146,8 @@ export class BlockHasher {
     b = fmix32(b ^ Math.imul(size, 0x27d4eb2f));
     // Cross the lanes so neither half is a function of one lane only.
     const hi = fmix32(a ^ Math.imul(b, 0x165667b1));
-    const lo = fmix32(b ^ Math.imul(a, 0x9e3779b1) ^ hi);
-    return hex8(hi) + hex8(lo);
+    this.hi = hi;
+    this.lo = fmix32(b ^ Math.imul(a, 0x9e3779b1) ^ hi);
   }
 
   #loraHash(name: string): [number, number] {

@@ -24,7 +24,7 @@ describe("PagedKvCache", () => {
     expect(stored.parentHash).toBeNull();
     expect(stored.tokenIds).toEqual(range(100, 8));
     expect(stored.blockSize).toBe(BS);
-    for (const h of stored.blockHashes) expect(h >= 0n && h < 1n << 64n).toBe(true);
+    for (const h of stored.blockHashes) expect(h).toMatch(/^[0-9a-f]{16}$/);
 
     // Decode fills the third block: cached with the second block as parent.
     a.tokens.push(1, 2);
@@ -134,8 +134,8 @@ describe("PagedKvCache", () => {
     cache.grow(b);
     const stored = events.filter((e) => e.type === "stored");
     expect(stored).toHaveLength(3);
-    const h = (stored[1] as { blockHashes: bigint[] }).blockHashes[0]!;
-    expect((stored[2] as { blockHashes: bigint[] }).blockHashes[0]).toBe(h);
+    const h = (stored[1] as { blockHashes: string[] }).blockHashes[0]!;
+    expect((stored[2] as { blockHashes: string[] }).blockHashes[0]).toBe(h);
     expect(cache.cachedHashCounts().get(h)).toBe(2);
   });
 
@@ -158,8 +158,8 @@ describe("PagedKvCache", () => {
 });
 
 /** Apply events to a multiset the way a subscriber would: stored adds, removed subtracts. */
-function announced(events: readonly CacheEvent[]): Map<bigint, number> {
-  const m = new Map<bigint, number>();
+function announced(events: readonly CacheEvent[]): Map<string, number> {
+  const m = new Map<string, number>();
   for (const e of events) {
     switch (e.type) {
       case "stored":

@@ -19,21 +19,26 @@
  * - a prefix-cache reset needs every block free, then clears all hashes → `cleared`.
  */
 
-import { BlockHasher, hashToBigInt, type SimBlockHash } from "./block-hasher.js";
+import { BlockHasher, hex16, type SimBlockHash } from "./block-hasher.js";
+import { CachedBlocks } from "./cached-blocks.js";
 import { FreeBlockQueue } from "./free-block-queue.js";
 
-/** Cache events as the engine emits them, hashes as unsigned 64-bit integers. */
+/**
+ * Cache events as the engine emits them. Hashes are the 16-hex-digit form of the
+ * unsigned 64-bit value (`hashToBigInt` gives the wire's integer; the router's
+ * normalised `EngineBlockHash` of that integer is the same string).
+ */
 export type CacheEvent =
   | {
       readonly type: "stored";
-      readonly blockHashes: bigint[];
+      readonly blockHashes: SimBlockHash[];
       /** Hash of the block before the first one; null = the sequence's first block. */
-      readonly parentHash: bigint | null;
+      readonly parentHash: SimBlockHash | null;
       readonly tokenIds: number[];
       readonly blockSize: number;
       readonly loraName: string | null;
     }
-  | { readonly type: "removed"; readonly blockHashes: bigint[] }
+  | { readonly type: "removed"; readonly blockHashes: SimBlockHash[] }
   | { readonly type: "cleared" };
 
 export type CacheEventSink = (event: CacheEvent) => void;
@@ -52,16 +57,28 @@ export class KvSequence {
   /** All tokens so far: prompt, then generated tokens appended by the caller. */
   readonly tokens: number[];
   readonly loraName: string | null;
-  /** Hashes of the full blocks of `tokens`, computed lazily, in order. */
-  readonly hashes: SimBlockHash[] = [];
+  /** Halves of the hashes of the full blocks of `tokens`, computed lazily, in order. */
+  readonly hashHi: number[] = [];
+  readonly hashLo: number[] = [];
   /** Block ids held, in sequence order (empty when not admitted). */
   blocks: number[] = [];
   /** How many leading entries of `blocks` are registered in the cache. */
   numCachedBlocks = 0;
 
-  constructor(tokens: ArrayLike<number>, loraName: string | null) {
-    this.tokens = Array.from(tokens);
+  /** @param copy false = use `tokens` itself (the caller hands it over) */
+  constructor(tokens: ArrayLike<number>, loraName: string | null, copy = true) {
+    this.tokens = copy || !Array.isArray(tokens) ? Array.from(tokens) : (tokens as number[]);
     this.loraName = loraName;
+  }
+
+  /** Full blocks hashed so far. */
+  get numHashed(): number {
+    return this.hashHi.length;
+  }
+
+  /** Block `i`'s hash as the engine announces it. */
+  hash(i: number): SimBlockHash {
+    return hex16(this.hashHi[i]!, this.hashLo[i]!);
   }
 }
 
@@ -88,11 +105,10 @@ export class PagedKvCache {
   readonly #hasher: BlockHasher;
   readonly #sink: CacheEventSink | null;
   readonly #free: FreeBlockQueue;
-  readonly #refCount: Int32Array;
-  readonly #blockHash: (SimBlockHash | null)[];
-  /** hash → block ids holding it (first = the one hits use). */
-  readonly #cached = new Map<SimBlockHash, number[]>();
-  #numCached = 0;
+  /** Per block id, grown as blocks are first used (see `FreeBlockQueue`). */
+  #refCount: Int32Array;
+  /** hash → blocks holding it (the first is the one hits use). */
+  readonly #cached = new CachedBlocks();
   #queries = 0;
   #hits = 0;
   #admitted = 0;
@@ -110,10 +126,8 @@ export class PagedKvCache {
     this.blockSize = blockSize;
     this.#hasher = new BlockHasher(options.seed);
     this.#sink = sink ?? null;
-    this.#free = new FreeBlockQueue(numBlocks);
-    this.#refCount = new Int32Array(numBlocks);
-    this.#blockHash = new Array<SimBlockHash | null>(numBlocks).fill(null);
-    for (let b = 1; b < numBlocks; b++) this.#free.push(b);
+    this.#free = new FreeBlockQueue(numBlocks, 1);
+    this.#refCount = new Int32Array(Math.min(numBlocks, 1024));
   }
 
   /** Blocks that can hold tokens (all but the null block). */
@@ -128,7 +142,7 @@ export class PagedKvCache {
 
   /** Blocks currently registered under a hash (in use or free). */
   get numCachedBlocks(): number {
-    return this.#numCached;
+    return this.#cached.blocks;
   }
 
   /** Fraction of usable blocks held by sequences, 0–1 (vLLM's `kv_cache_usage_perc`). */
@@ -155,12 +169,20 @@ export class PagedKvCache {
     return new KvSequence(tokens, loraName);
   }
 
+  /**
+   * A new, unadmitted sequence over `tokens` itself, not a copy (trace replay, where
+   * prompts are built per request and never appended to). The caller must not change it.
+   */
+  sequenceOver(tokens: number[], loraName: string | null = null): KvSequence {
+    return new KvSequence(tokens, loraName, false);
+  }
+
   /** Leading blocks of `seq` found in the cache, capped to leave the last token to compute. */
   cachedPrefixBlocks(seq: KvSequence): number {
     const max = Math.floor(Math.max(0, seq.tokens.length - 1) / this.blockSize);
     this.#hashUpTo(seq, max);
     let n = 0;
-    while (n < max && this.#cached.has(seq.hashes[n]!)) n++;
+    while (n < max && this.#cached.find(seq.hashHi[n]!, seq.hashLo[n]!) >= 0) n++;
     return n;
   }
 
@@ -174,7 +196,7 @@ export class PagedKvCache {
     const hitIds: number[] = [];
     let evictable = 0;
     for (let i = 0; i < hitBlocks; i++) {
-      const id = this.#cached.get(seq.hashes[i]!)![0]!;
+      const id = this.#cached.find(seq.hashHi[i]!, seq.hashLo[i]!);
       hitIds.push(id);
       if (this.#refCount[id] === 0) evictable++;
     }
@@ -220,17 +242,16 @@ export class PagedKvCache {
   /** Drop every cached hash. Only possible when no block is in use (as in vLLM). */
   resetPrefixCache(): boolean {
     if (this.#free.size !== this.usableBlocks) return false;
-    for (let b = 1; b < this.numBlocks; b++) this.#blockHash[b] = null;
     this.#cached.clear();
-    this.#numCached = 0;
     this.#sink?.({ type: "cleared" });
     return true;
   }
 
   /** hash → number of blocks caching it (tests and invariants). */
-  cachedHashCounts(): Map<bigint, number> {
-    const out = new Map<bigint, number>();
-    for (const [h, ids] of this.#cached) out.set(hashToBigInt(h), ids.length);
+  cachedHashCounts(): Map<SimBlockHash, number> {
+    const out = new Map<SimBlockHash, number>();
+    const c = this.#cached;
+    for (const b of c.heads()) out.set(hex16(c.hiOf(b), c.loOf(b)), c.chainLength(b));
     return out;
   }
 
@@ -241,30 +262,41 @@ export class PagedKvCache {
 
   #hashUpTo(seq: KvSequence, numBlocks: number): void {
     const bs = this.blockSize;
-    for (let i = seq.hashes.length; i < numBlocks; i++) {
-      const parent = i === 0 ? null : seq.hashes[i - 1]!;
-      seq.hashes.push(this.#hasher.hashBlock(parent, seq.tokens, i * bs, bs, seq.loraName));
+    const h = this.#hasher;
+    const his = seq.hashHi;
+    const los = seq.hashLo;
+    for (let i = his.length; i < numBlocks; i++) {
+      if (i === 0) h.hashInto(false, 0, 0, seq.tokens, 0, bs, seq.loraName);
+      else h.hashInto(true, his[i - 1]!, los[i - 1]!, seq.tokens, i * bs, bs, seq.loraName);
+      his.push(h.hi);
+      los.push(h.lo);
     }
   }
 
   #allocate(seq: KvSequence, count: number): void {
     for (let i = 0; i < count; i++) {
       const id = this.#free.shift();
-      const hash = this.#blockHash[id];
-      if (hash !== null && hash !== undefined) this.#evict(id, hash);
+      if (id >= this.#refCount.length) this.#growRefCounts(id + 1);
+      if (this.#cached.holds(id)) this.#evict(id);
       this.#refCount[id] = 1;
       seq.blocks.push(id);
     }
   }
 
-  #evict(id: number, hash: SimBlockHash): void {
-    const ids = this.#cached.get(hash)!;
-    ids.splice(ids.indexOf(id), 1);
-    if (ids.length === 0) this.#cached.delete(hash);
-    this.#blockHash[id] = null;
-    this.#numCached--;
+  #growRefCounts(min: number): void {
+    const n = Math.min(this.numBlocks, Math.max(min, this.#refCount.length * 2));
+    const grown = new Int32Array(n);
+    grown.set(this.#refCount);
+    this.#refCount = grown;
+  }
+
+  #evict(id: number): void {
+    const c = this.#cached;
+    const hi = c.hiOf(id);
+    const lo = c.loOf(id);
+    c.remove(id);
     this.#evictions++;
-    this.#sink?.({ type: "removed", blockHashes: [hashToBigInt(hash)] });
+    this.#sink?.({ type: "removed", blockHashes: [hex16(hi, lo)] });
   }
 
   #cacheFullBlocks(seq: KvSequence): void {
@@ -273,21 +305,15 @@ export class PagedKvCache {
     if (full <= from) return;
     this.#hashUpTo(seq, full);
     for (let i = from; i < full; i++) {
-      const id = seq.blocks[i]!;
-      const hash = seq.hashes[i]!;
-      this.#blockHash[id] = hash;
-      const ids = this.#cached.get(hash);
-      if (ids === undefined) this.#cached.set(hash, [id]);
-      else ids.push(id);
-      this.#numCached++;
+      this.#cached.add(seq.blocks[i]!, seq.hashHi[i]!, seq.hashLo[i]!);
     }
     seq.numCachedBlocks = full;
     if (this.#sink === null) return;
     const bs = this.blockSize;
     this.#sink({
       type: "stored",
-      blockHashes: seq.hashes.slice(from, full).map(hashToBigInt),
-      parentHash: from === 0 ? null : hashToBigInt(seq.hashes[from - 1]!),
+      blockHashes: Array.from({ length: full - from }, (_, k) => seq.hash(from + k)),
+      parentHash: from === 0 ? null : seq.hash(from - 1),
       tokenIds: seq.tokens.slice(from * bs, full * bs),
       blockSize: bs,
       loraName: seq.loraName,

@@ -30,7 +30,10 @@ export const realClock: SimClock = {
   clearTimer: (id) => clearTimeout(id as ReturnType<typeof setTimeout>),
 };
 
-/** A virtual clock for tests and replay: time moves only when `advance`/`runAll` say so. */
+/**
+ * A virtual clock for the engine's tests: time moves only when `advance`/`runAll` say so.
+ * (Trace replay does not use it: it runs its own fleet model on `replay/event-queue.ts`.)
+ */
 export class VirtualClock implements SimClock {
   #now: number;
   #seq = 0;

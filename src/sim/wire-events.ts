@@ -4,6 +4,7 @@
  */
 
 import type { WireBatch, WireEvent } from "../protocol/event-encoder.js";
+import { hashToBigInt } from "./block-hasher.js";
 import type { CacheEvent } from "./kv-cache.js";
 
 export function toWireEvent(e: CacheEvent): WireEvent {
@@ -11,8 +12,8 @@ export function toWireEvent(e: CacheEvent): WireEvent {
     case "stored":
       return {
         type: "BlockStored",
-        blockHashes: e.blockHashes,
-        parentHash: e.parentHash,
+        blockHashes: e.blockHashes.map(hashToBigInt),
+        parentHash: e.parentHash === null ? null : hashToBigInt(e.parentHash),
         tokenIds: e.tokenIds,
         blockSize: e.blockSize,
         loraId: null,
@@ -20,7 +21,7 @@ export function toWireEvent(e: CacheEvent): WireEvent {
         loraName: e.loraName,
       };
     case "removed":
-      return { type: "BlockRemoved", blockHashes: e.blockHashes, medium: "GPU" };
+      return { type: "BlockRemoved", blockHashes: e.blockHashes.map(hashToBigInt), medium: "GPU" };
     case "cleared":
       return { type: "AllBlocksCleared" };
   }

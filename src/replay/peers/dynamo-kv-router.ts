@@ -66,6 +66,14 @@ class ActiveSequences {
   }
 }
 
+/** The prompt's full blocks as numbers (computed once per request, read per worker). */
+function blockNumbers(keys: BlockKeySeq): number[] {
+  const n = keys.length / 2;
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) out[i] = blockKeyNumber(keys, i);
+  return out;
+}
+
 export class DynamoKvPolicy implements RoutingPolicy {
   readonly name = "dynamo_kv";
   readonly wantsKvEvents = true;
@@ -89,9 +97,8 @@ export class DynamoKvPolicy implements RoutingPolicy {
 
   choose(req: TraceRequest, tokens: readonly number[]): number {
     const keys = computeBlockKeys(tokens, this.view.blockSize, null);
-    const { worker, newTokens } = this.pick(keys, tokens.length);
-    const blocks: number[] = [];
-    for (let i = 0; i < keys.length / 2; i++) blocks.push(blockKeyNumber(keys, i));
+    const blocks = blockNumbers(keys);
+    const { worker, newTokens } = this.pick(keys, tokens.length, blocks);
     const r: ActiveRequest = {
       worker,
       blocks,
@@ -104,10 +111,14 @@ export class DynamoKvPolicy implements RoutingPolicy {
   }
 
   /** The logits and the choice, on the current view and active sequences. */
-  pick(keys: BlockKeySeq, promptTokens: number): { worker: number; newTokens: number } {
+  pick(
+    keys: BlockKeySeq,
+    promptTokens: number,
+    blocks: readonly number[] = blockNumbers(keys),
+  ): { worker: number; newTokens: number } {
     const bs = this.view.blockSize;
     this.view.longestPrefix(keys, this.#overlap, this.#tree);
-    const fullBlocks = keys.length / 2;
+    const fullBlocks = blocks.length;
     const partial = promptTokens % bs === 0 ? 0 : 1;
     let best = Number.POSITIVE_INFINITY;
     let chosen = 0;
@@ -118,7 +129,11 @@ export class DynamoKvPolicy implements RoutingPolicy {
       const newTokens = Math.max(0, promptTokens - this.#overlap[w]! * bs);
       const prefillBlocks = (a.prefillTokens + newTokens) / bs;
       let newBlocks = partial;
-      for (let i = 0; i < fullBlocks; i++) if (!a.refs.has(blockKeyNumber(keys, i))) newBlocks++;
+      const refs = a.refs;
+      if (refs.size === 0) newBlocks += fullBlocks;
+      else {
+        for (let i = 0; i < fullBlocks; i++) if (!refs.has(blocks[i]!)) newBlocks++;
+      }
       const logit = this.config.overlapScoreWeight * prefillBlocks + a.blocks + newBlocks;
       const better =
         logit < best - 1e-9 ||

@@ -3,12 +3,13 @@
  * cache-aware tree, AIBrix's prefix hash table and llm-d's approximate prefix scorer keep
  * one: a routed prompt's blocks are assumed cached on the worker it went to, no engine
  * events are read. Per worker, a set of chained block keys in least-recently-used order
- * (a JS Map keeps insertion order; touching a key re-inserts it), trimmed to a capacity.
+ * (`block-lru.ts`; touching a key makes it the newest), trimmed to a capacity.
  * Because a chained key names its whole prefix, "worker holds key i" implies the prefix,
  * so the longest match is a walk from the first block.
  */
 
 import type { BlockKeySeq } from "../../index/types.js";
+import { BlockLru } from "./block-lru.js";
 
 /** Key pair (hi, lo) of block i as one exact-enough number (53 bits of the 64). */
 export function blockKeyNumber(keys: BlockKeySeq, i: number): number {
@@ -16,7 +17,7 @@ export function blockKeyNumber(keys: BlockKeySeq, i: number): number {
 }
 
 export class RoutedPrefixIndex {
-  readonly #held: Map<number, number>[];
+  readonly #held: BlockLru[];
   #tick = 0;
 
   constructor(
@@ -24,7 +25,7 @@ export class RoutedPrefixIndex {
     /** Blocks remembered per worker before the least recently used are dropped. */
     readonly capacityBlocks: number,
   ) {
-    this.#held = Array.from({ length: workers }, () => new Map<number, number>());
+    this.#held = Array.from({ length: workers }, () => new BlockLru());
   }
 
   /** Blocks remembered for worker `w` (its "tree size"). */
@@ -37,35 +38,25 @@ export class RoutedPrefixIndex {
     const held = this.#held[w]!;
     const n = Math.min(keys.length / 2, limit);
     let i = 0;
-    while (i < n && held.has(blockKeyNumber(keys, i))) i++;
+    while (i < n && held.has(keys[2 * i]!, keys[2 * i + 1]!)) i++;
     return i;
   }
 
   /** When worker `w` last had block `i` of `keys` routed to it (0 = never). */
   lastUse(w: number, keys: BlockKeySeq, i: number): number {
-    return this.#held[w]!.get(blockKeyNumber(keys, i)) ?? 0;
+    return this.#held[w]!.get(keys[2 * i]!, keys[2 * i + 1]!);
   }
 
   /** The prompt `keys` was routed to `w`: remember (or refresh) its blocks. */
   insert(w: number, keys: BlockKeySeq): void {
     const held = this.#held[w]!;
     const t = ++this.#tick;
-    for (let i = 0; i < keys.length / 2; i++) {
-      const k = blockKeyNumber(keys, i);
-      held.delete(k);
-      held.set(k, t);
-    }
+    for (let i = 0; i < keys.length / 2; i++) held.touch(keys[2 * i]!, keys[2 * i + 1]!, t);
     this.evict(w, this.capacityBlocks);
   }
 
   /** Drop `w`'s least recently used blocks until it holds at most `max`. */
   evict(w: number, max: number): void {
-    const held = this.#held[w]!;
-    if (held.size <= max) return;
-    let excess = held.size - max;
-    for (const k of held.keys()) {
-      if (excess-- <= 0) break;
-      held.delete(k);
-    }
+    this.#held[w]!.trim(max);
   }
 }
