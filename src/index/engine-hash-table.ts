@@ -26,6 +26,20 @@ const NEWER = 5;
 /** `meta` of a freed entry (no live entry has all bits set: workers are < 2^16). */
 export const FREE = 0xffffffff;
 
+/**
+ * Where `copyRecords` puts an entry's fields (words); `older` / `newer` are entry id + 1,
+ * and `oldest` of the table starts the chain.
+ */
+export const ENTRY_LAYOUT = {
+  stride: STRIDE,
+  hi: HI,
+  lo: LO,
+  meta: META,
+  node: NODE,
+  older: OLDER,
+  newer: NEWER,
+} as const;
+
 export class EngineHashTable {
   readonly #records: RecordPool;
   /** Key hash → entry id (see slot-table.ts). */
@@ -131,6 +145,11 @@ export class EngineHashTable {
 
   lo(e: number): number {
     return this.#records.rec[e * STRIDE + LO]!;
+  }
+
+  /** A copy of the entry records `[0, top)` (layout: `ENTRY_LAYOUT`), for a snapshot. */
+  copyRecords(): Uint32Array {
+    return this.#records.rec.slice(0, this.#records.top * STRIDE);
   }
 
   /** Bytes held by the typed arrays. */

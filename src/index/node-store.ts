@@ -25,6 +25,14 @@ const CHILDREN = 3;
 const COUNT = 4; // holders
 const HOLDER = 5; // the single holder word, or the chunk offset when COUNT ≥ 2
 
+/** Where `copyRecords` puts a node's fields (words; parent is node id + 1, 0 = root). */
+export const NODE_LAYOUT = {
+  stride: STRIDE,
+  keyHi: KEY_HI,
+  keyLo: KEY_LO,
+  parent: PARENT,
+} as const;
+
 export class NodeStore {
   readonly pool = new HolderPool();
   readonly #records: RecordPool;
@@ -211,6 +219,14 @@ export class NodeStore {
       }
     }
     rec[r + COUNT] = count - 1;
+  }
+
+  /**
+   * A copy of the node records `[0, top)` (layout: `NODE_LAYOUT`; freed records hold
+   * garbage), for a snapshot. One memcpy: cheap enough to take between two events.
+   */
+  copyRecords(): Uint32Array {
+    return this.#records.rec.slice(0, this.#records.top * STRIDE);
   }
 
   /** Bytes held by the typed arrays (capacity, not just live nodes). */
