@@ -5,7 +5,7 @@ import {
   engineHashFromString,
 } from "../protocol/engine-hash.js";
 import { type KvEvent, tierOfMedium } from "../protocol/events.js";
-import { type WorkerKey, workerKey } from "../protocol/worker.js";
+import { workerKey } from "../protocol/worker.js";
 import { computeBlockKeys } from "./block-key.js";
 import { RadixTreeIndex } from "./radix-tree.js";
 import {
@@ -170,5 +170,3 @@ describe("index snapshot", () => {
     expect(dec.ok).toBe(true);
   });
 });
-
-export type { WorkerKey };
