@@ -25,6 +25,7 @@ import { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
 import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
 import { IndexUpkeepLoop } from "./index-upkeep.js";
+import { warmStart } from "./warm-start.js";
 
 export interface ServiceOptions {
   readonly logger: Logger;
@@ -84,6 +85,7 @@ export async function createService(
     logger: logger.child({ component: "scraper" }),
   });
   const fleet = new Fleet({ index, registry, loads, inFlight, pool, scrapes, nowMs });
+  const snapshots = warmStart(config, index, pool, logger.child({ component: "snapshot" }));
   const router = new Router({
     index,
     registry,
@@ -123,6 +125,7 @@ export async function createService(
       throw new Error(`worker ${w.id}: ${added.message}`);
     }
   }
+  snapshots?.started();
   if (options.scrape !== false) scrapes.start();
   replicas?.sync.start();
   const upkeep = new IndexUpkeepLoop({ index, registry, loads });
@@ -138,7 +141,10 @@ export async function createService(
       upkeep.stop();
       await gateway?.close();
       await scrapes.stop();
+      await snapshots?.store.stop();
+      const last = snapshots?.store.capture(); // the final state, before the streams stop
       await pool.close();
+      if (last !== undefined) await snapshots?.store.write(last);
       await replicas?.sync.close();
     })();
     return closing;
