@@ -12,7 +12,7 @@
  * stored to the most recently stored: the order in which the index cap evicts.
  */
 
-import { RecordPool } from "./record-pool.js";
+import { copyInto, RecordPool } from "./record-pool.js";
 import { SlotTable, TOMB } from "./slot-table.js";
 
 const STRIDE = 6;
@@ -148,8 +148,8 @@ export class EngineHashTable {
   }
 
   /** A copy of the entry records `[0, top)` (layout: `ENTRY_LAYOUT`), for a snapshot. */
-  copyRecords(): Uint32Array {
-    return this.#records.rec.slice(0, this.#records.top * STRIDE);
+  copyRecords(into?: Uint32Array): Uint32Array {
+    return copyInto(this.#records.rec, this.#records.top * STRIDE, into);
   }
 
   /** Bytes held by the typed arrays. */

@@ -13,7 +13,7 @@
  */
 
 import { chunkSize, HolderPool } from "./holder-pool.js";
-import { RecordPool } from "./record-pool.js";
+import { copyInto, RecordPool } from "./record-pool.js";
 import { SlotTable, TOMB } from "./slot-table.js";
 
 // Record layout (words).
@@ -225,8 +225,8 @@ export class NodeStore {
    * A copy of the node records `[0, top)` (layout: `NODE_LAYOUT`; freed records hold
    * garbage), for a snapshot. One memcpy: cheap enough to take between two events.
    */
-  copyRecords(): Uint32Array {
-    return this.#records.rec.slice(0, this.#records.top * STRIDE);
+  copyRecords(into?: Uint32Array): Uint32Array {
+    return copyInto(this.#records.rec, this.#records.top * STRIDE, into);
   }
 
   /** Bytes held by the typed arrays (capacity, not just live nodes). */

@@ -614,6 +614,9 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
 
   /** Copy and rebuild, for `snapshot-codec.ts` only (see snapshot-access.ts). */
   snapshotAccess(): SnapshotAccess {
+    // Copies go into buffers kept between captures (one capture is encoded at a time).
+    let nodeBuf: Uint32Array | undefined;
+    let entryBuf: Uint32Array | undefined;
     return {
       capture: () => {
         const keys = this.#workers.keysBySlot();
@@ -621,8 +624,12 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
         const hashes = this.#hashes;
         return {
           blockSize: this.blockSize,
-          nodes: this.#nodes.copyRecords(),
-          entries: this.#entries.copyRecords(),
+          nodes: (nodeBuf = this.#nodes.copyRecords(
+            nodeBuf?.buffer && new Uint32Array(nodeBuf.buffer),
+          )),
+          entries: (entryBuf = this.#entries.copyRecords(
+            entryBuf?.buffer && new Uint32Array(entryBuf.buffer),
+          )),
           oldest: this.#entries.oldest,
           workers: keys,
           strings: (id) => hashes.stringOf(id),

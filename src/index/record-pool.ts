@@ -79,3 +79,14 @@ export class RecordPool {
     return this.rec.byteLength;
   }
 }
+
+/**
+ * The first `n` words of `rec`, copied into `into` when it is large enough (a buffer kept
+ * between snapshots: its pages are already mapped, so the copy is a plain memcpy), else
+ * into a new array with a quarter more room. Returns a view of exactly `n` words.
+ */
+export function copyInto(rec: Uint32Array, n: number, into?: Uint32Array): Uint32Array {
+  const out = into !== undefined && into.length >= n ? into : new Uint32Array(Math.ceil(n * 1.25));
+  out.set(rec.subarray(0, n));
+  return out.subarray(0, n);
+}

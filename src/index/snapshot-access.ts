@@ -24,6 +24,10 @@ export interface IndexCapture {
 }
 
 export interface SnapshotAccess {
+  /**
+   * A copy as of now. The copy's buffers are reused by the next `capture` of the same
+   * access object: encode one capture before taking the next.
+   */
   capture(): IndexCapture;
   /** Node for key (hi, lo) under `parent` (−1 = a root), created if missing. */
   restoreNode(hi: number, lo: number, parent: number): number;

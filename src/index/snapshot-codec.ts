@@ -36,7 +36,7 @@ const TAG_STRINGS = 2;
 const TAG_ENTRIES = 3;
 const TAG_COPIES = 4;
 /** Records per section chunk: a few milliseconds of encoding. */
-const CHUNK_RECORDS = 16384;
+const CHUNK_RECORDS = 4096;
 
 /** One engine stream as saved: its last applied batch. */
 export interface SavedStream {

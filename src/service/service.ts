@@ -25,6 +25,7 @@ import { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
 import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
 import { IndexUpkeepLoop } from "./index-upkeep.js";
+import type { SnapshotStore } from "./snapshot-store.js";
 import { warmStart } from "./warm-start.js";
 
 export interface ServiceOptions {
@@ -44,6 +45,8 @@ export interface Service {
   readonly fleet: Fleet;
   readonly index: PrefixIndex;
   readonly router: Router;
+  /** The snapshot file (warm restart), null when `snapshot.path` is unset. */
+  readonly snapshot: SnapshotStore | null;
   /** Stop accepting HTTP, close sockets (HTTP, subscribers, scrapers). Idempotent. */
   close(): Promise<void>;
 }
@@ -149,7 +152,8 @@ export async function createService(
     })();
     return closing;
   };
-  return { config, app, metricsRegistry, fleet, index, router, close };
+  const snapshot = snapshots?.store ?? null;
+  return { config, app, metricsRegistry, fleet, index, router, snapshot, close };
 }
 
 /** Gateway mode, tokenizing through the workers' own `/tokenize` until a local tokenizer lands. */
