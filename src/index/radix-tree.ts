@@ -622,14 +622,12 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
         const keys = this.#workers.keysBySlot();
         for (const z of this.#zombies) keys[z] = undefined;
         const hashes = this.#hashes;
+        nodeBuf = this.#nodes.copyRecords(nodeBuf);
+        entryBuf = this.#entries.copyRecords(entryBuf);
         return {
           blockSize: this.blockSize,
-          nodes: (nodeBuf = this.#nodes.copyRecords(
-            nodeBuf?.buffer && new Uint32Array(nodeBuf.buffer),
-          )),
-          entries: (entryBuf = this.#entries.copyRecords(
-            entryBuf?.buffer && new Uint32Array(entryBuf.buffer),
-          )),
+          nodes: nodeBuf,
+          entries: entryBuf,
           oldest: this.#entries.oldest,
           workers: keys,
           strings: (id) => hashes.stringOf(id),

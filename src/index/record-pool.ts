@@ -82,11 +82,13 @@ export class RecordPool {
 
 /**
  * The first `n` words of `rec`, copied into `into` when it is large enough (a buffer kept
- * between snapshots: its pages are already mapped, so the copy is a plain memcpy), else
+ * between snapshots, or a view of one: its pages are already mapped, so the copy is a plain memcpy), else
  * into a new array with a quarter more room. Returns a view of exactly `n` words.
  */
 export function copyInto(rec: Uint32Array, n: number, into?: Uint32Array): Uint32Array {
-  const out = into !== undefined && into.length >= n ? into : new Uint32Array(Math.ceil(n * 1.25));
+  const whole = into === undefined ? undefined : new Uint32Array(into.buffer);
+  const out =
+    whole !== undefined && whole.length >= n ? whole : new Uint32Array(Math.ceil(n * 1.25));
   out.set(rec.subarray(0, n));
   return out.subarray(0, n);
 }
