@@ -98,22 +98,46 @@ const svc = await createService(v.config, {
   logger: createLogger({ level: "warn" }),
   scrape: false,
 });
-await sleep(1000); // SUB sockets connected (slow joiner)
+async function streams(): Promise<
+  { connected: boolean; current: boolean; resets: Record<string, number> }[]
+> {
+  const res = await svc.app.inject({ method: "GET", url: "/v1/workers" });
+  return (
+    res.json() as {
+      workers: {
+        ranks: {
+          stream: { connected: boolean; current: boolean; resets: Record<string, number> };
+        }[];
+      }[];
+    }
+  ).workers.map((w) => w.ranks[0]!.stream);
+}
+while (!(await streams()).every((s) => s.connected && s.current)) await sleep(50);
+await sleep(200); // subscriptions travel after the connect (slow joiner)
 const total = WORKERS * BATCHES * BLOCKS_PER_BATCH;
 const t0 = performance.now();
 for (let k = 0; k < BATCHES; k++) {
   for (let e = 0; e < WORKERS; e++) pubs[e]!.publish(batch(e, k));
-  if (k % 5 === 4) {
-    await Promise.all(pubs.map((p) => p.flush()));
-    while (svc.index.stats().workerBlocks < (k - 20) * WORKERS * BLOCKS_PER_BATCH) await sleep(5);
+  await Promise.all(pubs.map((p) => p.flush()));
+  // Paced so that no engine's buffer (BUFFER batches) is outrun: the router stays exact.
+  const want = (k + 1 - Math.floor(BUFFER / 2)) * WORKERS * BLOCKS_PER_BATCH;
+  const since = performance.now();
+  while (svc.index.stats().workerBlocks < want) {
+    await sleep(5);
+    if (performance.now() - since > 60_000) throw new Error(`ingest stalled at batch ${k}`);
   }
 }
-await Promise.all(pubs.map((p) => p.flush()));
 while (svc.index.stats().workerBlocks < total) {
   await sleep(20);
-  if (performance.now() - t0 > 300_000)
+  if (performance.now() - t0 > 600_000) {
     throw new Error(`ingest stalled at ${svc.index.stats().workerBlocks}`);
+  }
 }
+const resets = (await streams()).reduce(
+  (a, s) => a + Object.values(s.resets).reduce((x, y) => x + y, 0),
+  0,
+);
+if (resets > 0) throw new Error(`${resets} stream resets while filling: the index is not exact`);
 console.log(`ingested ${total} blocks in ${Math.round(performance.now() - t0)} ms`);
 
 const histogram = monitorEventLoopDelay({ resolution: 1 });
