@@ -12,7 +12,7 @@
  * stored to the most recently stored: the order in which the index cap evicts.
  */
 
-import { copyInto, RecordPool } from "./record-pool.js";
+import { bufferFor, copyInto, RecordPool } from "./record-pool.js";
 import { SlotTable, TOMB } from "./slot-table.js";
 
 const STRIDE = 6;
@@ -148,6 +148,11 @@ export class EngineHashTable {
   }
 
   /** A copy of the entry records `[0, top)` (layout: `ENTRY_LAYOUT`), for a snapshot. */
+  /** `into` if it can take `copyRecords` now, else a new buffer with room to spare. */
+  copyBuffer(into?: Uint32Array): Uint32Array {
+    return bufferFor(this.#records.top * STRIDE, into);
+  }
+
   copyRecords(into?: Uint32Array): Uint32Array {
     return copyInto(this.#records.rec, this.#records.top * STRIDE, into);
   }

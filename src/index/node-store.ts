@@ -13,7 +13,7 @@
  */
 
 import { chunkSize, HolderPool } from "./holder-pool.js";
-import { copyInto, RecordPool } from "./record-pool.js";
+import { bufferFor, copyInto, RecordPool } from "./record-pool.js";
 import { SlotTable, TOMB } from "./slot-table.js";
 
 // Record layout (words).
@@ -225,6 +225,11 @@ export class NodeStore {
    * A copy of the node records `[0, top)` (layout: `NODE_LAYOUT`; freed records hold
    * garbage), for a snapshot. One memcpy: cheap enough to take between two events.
    */
+  /** `into` if it can take `copyRecords` now, else a new buffer with room to spare. */
+  copyBuffer(into?: Uint32Array): Uint32Array {
+    return bufferFor(this.#records.top * STRIDE, into);
+  }
+
   copyRecords(into?: Uint32Array): Uint32Array {
     return copyInto(this.#records.rec, this.#records.top * STRIDE, into);
   }

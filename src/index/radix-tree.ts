@@ -634,6 +634,11 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
           copies: new Map(this.#copies),
         };
       },
+      prepare: () => {
+        nodeBuf = this.#nodes.copyBuffer(nodeBuf);
+        entryBuf = this.#entries.copyBuffer(entryBuf);
+        return [nodeBuf, entryBuf];
+      },
       restoreNode: (hi, lo, parent) => {
         const n = this.#nodes.find(hi, lo);
         return n >= 0 ? n : this.#nodes.create(hi, lo, parent);

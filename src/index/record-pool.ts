@@ -92,3 +92,9 @@ export function copyInto(rec: Uint32Array, n: number, into?: Uint32Array): Uint3
   out.set(rec.subarray(0, n));
   return out.subarray(0, n);
 }
+
+/** The whole buffer under `into` if it holds `n` words, else a new one a quarter larger. */
+export function bufferFor(n: number, into?: Uint32Array): Uint32Array {
+  const whole = into === undefined ? undefined : new Uint32Array(into.buffer);
+  return whole !== undefined && whole.length >= n ? whole : new Uint32Array(Math.ceil(n * 1.25));
+}

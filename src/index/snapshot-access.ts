@@ -29,6 +29,12 @@ export interface SnapshotAccess {
    * access object: encode one capture before taking the next.
    */
   capture(): IndexCapture;
+  /**
+   * The buffers the next `capture` copies into, sized for now. Touching their pages
+   * beforehand, a slice per event-loop turn, keeps page faults out of the capture's
+   * single pause (a fresh 50 MB copy took ~110 ms, a copy into mapped pages a fraction).
+   */
+  prepare(): Uint32Array[];
   /** Node for key (hi, lo) under `parent` (−1 = a root), created if missing. */
   restoreNode(hi: number, lo: number, parent: number): number;
   /**
