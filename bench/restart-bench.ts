@@ -266,6 +266,8 @@ console.log(
     snapshot_write_ms: Math.round(write.totalMs),
     snapshot_capture_ms: Math.round(write.captureMs * 10) / 10,
     max_loop_pause_ms: Math.round(Math.max(firstWrite.pause, write.pause) * 10) / 10,
+    steady_loop_pause_ms: Math.round(write.pause * 10) / 10,
+    first_write_pause_ms: Math.round(firstWrite.pause * 10) / 10,
     first_write_ms: Math.round(firstWrite.totalMs),
     warm_ready_ms: warm.readyMs,
     cold_ready_ms: cold.readyMs,

@@ -19,6 +19,9 @@
  *
  * `decodeSnapshot` checks all of it (magic, version, checksum, block size, every index)
  * before anything is restored, so a bad file is refused whole, never half-loaded.
+ *
+ * Long file: the encoder, the checking decoder and the restore of one format are read
+ * and changed together (a field added on one side must be checked and used on the other).
  */
 
 import type { WorkerKey } from "../protocol/worker.js";

@@ -8,6 +8,9 @@
  * the replay ROUTER for batches when, and after the back-off, the sequencer says, once a
  * pool-wide slot is free. Socket (dis)connects go to the sequencer too. Nothing escapes:
  * errors are counted in `state()` and logged, and `close()` always completes.
+ *
+ * Long file: one stream's transport (socket or decode thread, replay requests, the
+ * sequencer's actions, the snapshot's saved state) shares that stream's state.
  */
 
 import "../transport/zmq-context.js"; // before any socket: room for > 1,023 sockets
