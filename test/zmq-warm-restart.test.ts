@@ -17,7 +17,7 @@ import { startTestService, type TestService } from "./http-harness.js";
 import { waitFor } from "./zmq-helpers.js";
 
 const BS = 16;
-const cleanups: (() => Promise<unknown> | void)[] = [];
+const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
