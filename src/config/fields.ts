@@ -279,6 +279,20 @@ export const FIELDS = {
     },
   },
   gateway: GATEWAY_FIELDS,
+  snapshot: {
+    path: {
+      kind: "optional-string",
+      default: null,
+      doc: "file the index and stream positions are saved to (periodically and on shutdown) and restored from at start (docs/index.md); unset = off",
+    },
+    intervalMs: {
+      kind: "int",
+      min: 1000,
+      max: DAY_MS,
+      default: 60_000,
+      doc: "how often the snapshot is written",
+    },
+  },
   log: {
     level: { kind: "enum", values: LOG_LEVELS, default: "info", doc: "pino log level" },
   },

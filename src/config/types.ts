@@ -141,6 +141,13 @@ export interface ReplicasConfig {
   readonly maxPendingFlushes: number;
 }
 
+/** Warm restart from the router's own snapshot (docs/index.md, "Warm restart"). */
+export interface SnapshotConfig {
+  /** null = off. */
+  readonly path: string | null;
+  readonly intervalMs: number;
+}
+
 /** The OpenAI-compatible endpoint (`src/gateway/`); fields documented in `gateway-fields.ts`. */
 export interface GatewayConfig {
   readonly enabled: boolean;
@@ -179,6 +186,7 @@ export interface KvrouterConfig {
   readonly events: EventsConfig;
   readonly replicas: ReplicasConfig;
   readonly gateway: GatewayConfig;
+  readonly snapshot: SnapshotConfig;
   readonly log: LogConfig;
   readonly workers: readonly WorkerConfig[];
 }

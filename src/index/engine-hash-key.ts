@@ -144,6 +144,11 @@ export class EngineHashKeys {
     this.#freeIds.push(id);
   }
 
+  /** The interned string of id `id` (kind 1 keys), or undefined if free. */
+  stringOf(id: number): string | undefined {
+    return this.#strings[id];
+  }
+
   /** Interned strings currently referenced (or just parsed). */
   get internedCount(): number {
     return this.#ids.size;

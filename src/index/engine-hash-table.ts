@@ -12,7 +12,7 @@
  * stored to the most recently stored: the order in which the index cap evicts.
  */
 
-import { RecordPool } from "./record-pool.js";
+import { bufferFor, copyInto, RecordPool } from "./record-pool.js";
 import { SlotTable, TOMB } from "./slot-table.js";
 
 const STRIDE = 6;
@@ -25,6 +25,20 @@ const NEWER = 5;
 
 /** `meta` of a freed entry (no live entry has all bits set: workers are < 2^16). */
 export const FREE = 0xffffffff;
+
+/**
+ * Where `copyRecords` puts an entry's fields (words); `older` / `newer` are entry id + 1,
+ * and `oldest` of the table starts the chain.
+ */
+export const ENTRY_LAYOUT = {
+  stride: STRIDE,
+  hi: HI,
+  lo: LO,
+  meta: META,
+  node: NODE,
+  older: OLDER,
+  newer: NEWER,
+} as const;
 
 export class EngineHashTable {
   readonly #records: RecordPool;
@@ -131,6 +145,16 @@ export class EngineHashTable {
 
   lo(e: number): number {
     return this.#records.rec[e * STRIDE + LO]!;
+  }
+
+  /** A copy of the entry records `[0, top)` (layout: `ENTRY_LAYOUT`), for a snapshot. */
+  /** `into` if it can take `copyRecords` now, else a new buffer with room to spare. */
+  copyBuffer(into?: Uint32Array): Uint32Array {
+    return bufferFor(this.#records.top * STRIDE, into);
+  }
+
+  copyRecords(into?: Uint32Array): Uint32Array {
+    return copyInto(this.#records.rec, this.#records.top * STRIDE, into);
   }
 
   /** Bytes held by the typed arrays. */

@@ -13,7 +13,7 @@
  */
 
 import { chunkSize, HolderPool } from "./holder-pool.js";
-import { RecordPool } from "./record-pool.js";
+import { bufferFor, copyInto, RecordPool } from "./record-pool.js";
 import { SlotTable, TOMB } from "./slot-table.js";
 
 // Record layout (words).
@@ -24,6 +24,14 @@ const PARENT = 2; // node id + 1 (0 = child of a root); the free-list link when 
 const CHILDREN = 3;
 const COUNT = 4; // holders
 const HOLDER = 5; // the single holder word, or the chunk offset when COUNT ≥ 2
+
+/** Where `copyRecords` puts a node's fields (words; parent is node id + 1, 0 = root). */
+export const NODE_LAYOUT = {
+  stride: STRIDE,
+  keyHi: KEY_HI,
+  keyLo: KEY_LO,
+  parent: PARENT,
+} as const;
 
 export class NodeStore {
   readonly pool = new HolderPool();
@@ -223,6 +231,19 @@ export class NodeStore {
       }
     }
     rec[r + COUNT] = count - 1;
+  }
+
+  /**
+   * A copy of the node records `[0, top)` (layout: `NODE_LAYOUT`; freed records hold
+   * garbage), for a snapshot. One memcpy: cheap enough to take between two events.
+   */
+  /** `into` if it can take `copyRecords` now, else a new buffer with room to spare. */
+  copyBuffer(into?: Uint32Array): Uint32Array {
+    return bufferFor(this.#records.top * STRIDE, into);
+  }
+
+  copyRecords(into?: Uint32Array): Uint32Array {
+    return copyInto(this.#records.rec, this.#records.top * STRIDE, into);
   }
 
   /** Bytes held by the typed arrays (capacity, not just live nodes). */

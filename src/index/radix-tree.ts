@@ -29,6 +29,7 @@ import { EngineHashTable, FREE } from "./engine-hash-table.js";
 import { Holdings } from "./holdings.js";
 import { NodeStore } from "./node-store.js";
 import { OutcomeCounter } from "./outcome-counter.js";
+import type { SnapshotAccess } from "./snapshot-access.js";
 import type {
   ApplyResult,
   ApplyStatus,
@@ -621,6 +622,52 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     let freed = 0;
     for (; node >= 0 && nodes.isUnused(node); freed++) node = nodes.free(node);
     return freed;
+  }
+
+  /** Copy and rebuild, for `snapshot-codec.ts` only (see snapshot-access.ts). */
+  snapshotAccess(): SnapshotAccess {
+    // Copies go into buffers kept between captures (one capture is encoded at a time).
+    let nodeBuf: Uint32Array | undefined;
+    let entryBuf: Uint32Array | undefined;
+    return {
+      capture: () => {
+        const keys = this.#workers.keysBySlot();
+        for (const z of this.#zombies) keys[z] = undefined;
+        const hashes = this.#hashes;
+        nodeBuf = this.#nodes.copyRecords(nodeBuf);
+        entryBuf = this.#entries.copyRecords(entryBuf);
+        return {
+          blockSize: this.blockSize,
+          nodes: nodeBuf,
+          entries: entryBuf,
+          oldest: this.#entries.oldest,
+          workers: keys,
+          strings: (id) => hashes.stringOf(id),
+          copies: new Map(this.#copies),
+        };
+      },
+      prepare: () => {
+        nodeBuf = this.#nodes.copyBuffer(nodeBuf);
+        entryBuf = this.#entries.copyBuffer(entryBuf);
+        return [nodeBuf, entryBuf];
+      },
+      restoreNode: (hi, lo, parent) => {
+        const n = this.#nodes.find(hi, lo);
+        return n >= 0 ? n : this.#nodes.create(hi, lo, parent);
+      },
+      restoreEntry: (worker, node, mask, hi, lo, str, copies) => {
+        const w = this.#slot(worker);
+        if (str === null) this.#hashes.setInt(hi, lo);
+        else this.#hashes.parse(str as EngineBlockHash, true);
+        this.#register(w, node, mask);
+        if (copies !== null) {
+          const e = this.#findKey(w);
+          for (let t = 0; t < 3; t++)
+            if (copies[t]! > 0) this.#copies.set(e * 8 + (1 << t), copies[t]!);
+        }
+        this.#bound(worker);
+      },
+    };
   }
 }
 

@@ -79,3 +79,22 @@ export class RecordPool {
     return this.rec.byteLength;
   }
 }
+
+/**
+ * The first `n` words of `rec`, copied into `into` when it is large enough (a buffer kept
+ * between snapshots, or a view of one: its pages are already mapped, so the copy is a plain memcpy), else
+ * into a new array with a quarter more room. Returns a view of exactly `n` words.
+ */
+export function copyInto(rec: Uint32Array, n: number, into?: Uint32Array): Uint32Array {
+  const whole = into === undefined ? undefined : new Uint32Array(into.buffer);
+  const out =
+    whole !== undefined && whole.length >= n ? whole : new Uint32Array(Math.ceil(n * 1.25));
+  out.set(rec.subarray(0, n));
+  return out.subarray(0, n);
+}
+
+/** The whole buffer under `into` if it holds `n` words, else a new one a quarter larger. */
+export function bufferFor(n: number, into?: Uint32Array): Uint32Array {
+  const whole = into === undefined ? undefined : new Uint32Array(into.buffer);
+  return whole !== undefined && whole.length >= n ? whole : new Uint32Array(Math.ceil(n * 1.25));
+}

@@ -50,6 +50,11 @@ export class WorkerSlots {
     return this.#keys[slot]!;
   }
 
+  /** Worker key of every slot, undefined for free or retired ones (a copy). */
+  keysBySlot(): (WorkerKey | undefined)[] {
+    return this.#keys.slice();
+  }
+
   /** The slot of `key`, registering it if new. */
   ensure(key: WorkerKey): number {
     const known = this.#slotOf.get(key);

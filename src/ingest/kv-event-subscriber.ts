@@ -8,10 +8,14 @@
  * the replay ROUTER for batches when, and after the back-off, the sequencer says, once a
  * pool-wide slot is free. Socket (dis)connects go to the sequencer too. Nothing escapes:
  * errors are counted in `state()` and logged, and `close()` always completes.
+ *
+ * Long file: one stream's transport (socket or decode thread, replay requests, the
+ * sequencer's actions, the snapshot's saved state) shares that stream's state.
  */
 
 import "../transport/zmq-context.js"; // before any socket: room for > 1,023 sockets
 import { Subscriber } from "zeromq";
+import type { SavedStream } from "../index/snapshot-codec.js";
 import type { PrefixIndex } from "../index/types.js";
 import { parseWorkerKey, type WorkerKey } from "../protocol/worker.js";
 import { ReplayClient } from "../transport/replay-client.js";
@@ -83,6 +87,10 @@ export class KvEventSubscriber {
       backoffMaxMs: options.replayBackoffMaxMs,
       same: sameBytes,
     });
+    if (options.resume !== undefined && options.replayEndpoint !== null) {
+      this.#seq.resume(options.resume.lastSeq, { bytes: options.resume.lastBatch, decoded: null });
+      this.#c.lastSeq = options.resume.lastSeq;
+    }
     this.#target = {
       worker: options.worker,
       dpRank: parseWorkerKey(options.worker).dpRank,
@@ -218,6 +226,18 @@ export class KvEventSubscriber {
       topic: this.#opts.topic,
       format: this.#opts.format,
     });
+  }
+
+  /**
+   * What a snapshot keeps of this stream: the last applied seq and that batch's bytes
+   * (null before any, or without a replay endpoint to resume from). Consistent with the
+   * index at the same instant: batches are applied synchronously with the sequencer.
+   */
+  saved(): SavedStream | null {
+    const last = this.#seq.lastSeq;
+    const payload = this.#seq.lastPayload;
+    if (last === null || payload === null || this.#replay === null || this.#closed) return null;
+    return { worker: this.#opts.worker, lastSeq: last, lastBatch: payload.bytes };
   }
 
   /** The (worker, dp rank) of this stream. */

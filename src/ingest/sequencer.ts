@@ -113,6 +113,8 @@ export class Sequencer<P> {
   /** Batches applied since the last reset (or start): is there anything to clear? */
   #appliedSinceReset = 0;
   #current = true;
+  /** Resumed from a snapshot and not started yet: `start` verifies the stream. */
+  #resumed = false;
   #out: SequencerAction<P>[] = [];
 
   constructor(options: SequencerOptions<P>) {
@@ -127,6 +129,28 @@ export class Sequencer<P> {
   /** Seq of the last batch applied (or skipped past by a reset); null before any. */
   get lastSeq(): bigint | null {
     return this.#last;
+  }
+
+  /** The payload of batch `lastSeq` (what a reconnect compares); null before any. */
+  get lastPayload(): P | null {
+    return this.#lastPayload;
+  }
+
+  /**
+   * Start from a saved state (a router snapshot): batch `lastSeq`, whose payload was
+   * `payload`, is the last one the index holds. Call before `start()`, which then asks
+   * the engine for that batch again, as after a reconnect: the same bytes → replay on
+   * from `lastSeq + 1`; other bytes, nothing, or a buffer that starts later → reset (the
+   * worker is cleared) and go on as a fresh stream. Needs a replay endpoint.
+   */
+  resume(lastSeq: bigint, payload: P): void {
+    if (!this.#o.hasReplay) throw new Error("resuming a stream needs a replay endpoint");
+    if (this.#last !== null || this.#replay !== null) throw new Error("resume before start");
+    this.#last = lastSeq;
+    this.#lastPayload = payload;
+    this.#contacted = true;
+    this.#appliedSinceReset = 1; // the index holds this stream's blocks
+    this.#resumed = true;
   }
 
   /** False while a replay is in flight or waiting for its retry. */
@@ -146,6 +170,10 @@ export class Sequencer<P> {
 
   /** The subscriber's socket is opening: first contact, replay from 0. */
   start(): SequencerAction<P>[] {
+    if (this.#resumed && this.#replay === null) {
+      this.#resumed = false;
+      this.#beginVerify();
+    }
     if (this.#o.hasReplay && this.#replay === null && !this.#contacted) {
       this.#beginReplay(0n, "contact", 0);
     }

@@ -44,6 +44,12 @@ export interface KvEventSubscriberOptions {
    * Mooncake or a custom `decoder`). Default false.
    */
   readonly decodeThread?: boolean;
+  /**
+   * Resume from a router snapshot whose index holds this stream up to batch `lastSeq`
+   * (bytes `lastBatch`): the engine is asked for that batch again and compared before
+   * replaying on (sequencer.ts `resume`). Ignored without a replay endpoint.
+   */
+  readonly resume?: { readonly lastSeq: bigint; readonly lastBatch: Uint8Array };
 }
 
 export interface KvEventSubscriberDeps {

@@ -5,6 +5,7 @@
  * its blocks from the index, so a removed worker can never be matched.
  */
 
+import type { SavedStream } from "../index/snapshot-codec.js";
 import type { PrefixIndex } from "../index/types.js";
 import { type WorkerKey, workerKey } from "../protocol/worker.js";
 import { endpointForRank } from "../transport/endpoint.js";
@@ -54,6 +55,8 @@ export class SubscriberPool {
   readonly #deps: KvEventSubscriberDeps;
   readonly #workers = new Map<string, KvEventSubscriber[]>();
   #closed = false;
+  /** Saved stream states (a snapshot) waiting for their stream to be added. */
+  #resume = new Map<WorkerKey, SavedStream>();
 
   constructor(
     index: PrefixIndex,
@@ -92,7 +95,13 @@ export class SubscriberPool {
     const subscribers = streams.map(
       (s) =>
         new KvEventSubscriber(
-          { ...this.#options, ...s, topic: config.topic, format: config.format },
+          {
+            ...this.#options,
+            ...s,
+            topic: config.topic,
+            format: config.format,
+            ...this.#takeResume(s.worker, s.replayEndpoint),
+          },
           this.#index,
           this.#deps,
         ),
@@ -112,6 +121,40 @@ export class SubscriberPool {
     for (const s of subscribers) this.#index.removeWorker(s.worker);
     await closing;
     return true;
+  }
+
+  /**
+   * Streams restored from a snapshot: each resumes (sequencer `resume`) when it is
+   * added. Call before adding workers; see `unclaimedResumes`.
+   */
+  resumeFrom(streams: readonly SavedStream[]): void {
+    this.#resume = new Map(streams.map((s) => [s.worker, s]));
+  }
+
+  /** Saved streams no added stream took (their workers are not in the fleet now); clears them. */
+  unclaimedResumes(): WorkerKey[] {
+    const keys = [...this.#resume.keys()];
+    this.#resume.clear();
+    return keys;
+  }
+
+  /** Every stream's snapshot record (streams that can be resumed, with a batch applied). */
+  saved(): SavedStream[] {
+    const out: SavedStream[] = [];
+    for (const subscribers of this.#workers.values()) {
+      for (const s of subscribers) {
+        const r = s.saved();
+        if (r !== null) out.push(r);
+      }
+    }
+    return out;
+  }
+
+  #takeResume(worker: WorkerKey, replayEndpoint: string | null) {
+    const r = this.#resume.get(worker);
+    if (r === undefined || replayEndpoint === null) return {};
+    this.#resume.delete(worker);
+    return { resume: { lastSeq: r.lastSeq, lastBatch: r.lastBatch } };
   }
 
   has(workerId: string): boolean {

@@ -28,6 +28,8 @@ import { registerPredictMetrics } from "../telemetry/predict-metrics.js";
 import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
 import { IndexUpkeepLoop } from "./index-upkeep.js";
 import { newPrediction } from "./prediction.js";
+import type { SnapshotStore } from "./snapshot-store.js";
+import { warmStart } from "./warm-start.js";
 
 export interface ServiceOptions {
   readonly logger: Logger;
@@ -46,6 +48,8 @@ export interface Service {
   readonly fleet: Fleet;
   readonly index: PrefixIndex;
   readonly router: Router;
+  /** The snapshot file (warm restart), null when `snapshot.path` is unset. */
+  readonly snapshot: SnapshotStore | null;
   /** Stop accepting HTTP, close sockets (HTTP, subscribers, scrapers). Idempotent. */
   close(): Promise<void>;
 }
@@ -94,6 +98,7 @@ export async function createService(
     owner: (id) => fleet.get(id),
   });
   const prediction = newPrediction(config, { pool, registry, loads, nowMs, logger });
+  const snapshots = warmStart(config, index, pool, logger.child({ component: "snapshot" }));
   const router = new Router({
     ...(prediction === null ? {} : { predicted: prediction.predicted }),
     index,
@@ -138,6 +143,7 @@ export async function createService(
       throw new Error(`worker ${w.id}: ${added.message}`);
     }
   }
+  snapshots?.started();
   if (options.scrape !== false) scrapes.start();
   replicas?.sync.start();
   const upkeep = new IndexUpkeepLoop({ index, registry, loads });
@@ -155,12 +161,16 @@ export async function createService(
       prediction?.loop.stop();
       await gateway?.close();
       await scrapes.stop();
+      await snapshots?.store.stop();
+      const last = snapshots?.store.capture(); // the final state, before the streams stop
       await pool.close();
+      if (last !== undefined) await snapshots?.store.write(last);
       await replicas?.sync.close();
     })();
     return closing;
   };
-  return { config, app, metricsRegistry, fleet, index, router, close };
+  const snapshot = snapshots?.store ?? null;
+  return { config, app, metricsRegistry, fleet, index, router, snapshot, close };
 }
 
 /** Gateway mode, tokenizing through the workers' own `/tokenize` until a local tokenizer lands. */
