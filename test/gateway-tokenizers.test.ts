@@ -161,3 +161,29 @@ describe("gateway tokenizers", () => {
     ).rejects.toThrow(/gateway\.tokenizers: model "sim-model": .*tokenizer\.json/);
   });
 });
+
+describe("gateway: cache_salt", () => {
+  it("reaches the router: a salted repeat is not predicted cached, an unsalted one is", async () => {
+    const sim = await startSim();
+    cleanup.push(() => sim.close());
+    const gw = await startGateway({ workers: [simEntry("s", sim)] });
+    cleanup.push(() => gw.close());
+    const prompt = Array.from({ length: 96 }, (_, i) => 500 + i);
+    const post = async (extra: Record<string, unknown>) => {
+      const res = await fetch(`${gw.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "sim-model", prompt, max_tokens: 2, ...extra }),
+      });
+      await res.text();
+      return { status: res.status, predicted: Number(res.headers.get("x-kvrouter-cached-tokens")) };
+    };
+    expect((await post({})).status).toBe(200);
+    await indexed(gw, prompt);
+    const salted = await post({ cache_salt: "tenant-a" });
+    expect(salted).toEqual({ status: 200, predicted: 0 });
+    expect((await post({})).predicted).toBeGreaterThan(0);
+    const bad = await post({ cache_salt: 7 });
+    expect(bad.status).toBe(400);
+  });
+});
