@@ -40,7 +40,7 @@ export interface DemoFleet {
 }
 
 /** `kvrouter sim-worker` arguments for the demo's timing, on ports chosen by the OS. */
-export function simArgs(sim: SimTiming, seed: number): string[] {
+export function simArgs(sim: SimTiming, seed: number, realTokenizer = true): string[] {
   return [
     "sim-worker",
     ...["--port", "0", "--events-port", "0", "--replay-port", "0", "--topic", "kv-events"],
@@ -49,7 +49,7 @@ export function simArgs(sim: SimTiming, seed: number): string[] {
     ...["--decode-ms-per-token", String(sim.decodeMsPerToken)],
     ...["--max-num-seqs", String(sim.maxNumSeqs), "--seed", String(seed)],
     // Real token ids: Qwen3's files, the same the gateway tokenizes with.
-    ...["--tokenizer", bundledQwen3Dir()],
+    ...(realTokenizer ? ["--tokenizer", bundledQwen3Dir()] : []),
   ];
 }
 
@@ -68,13 +68,19 @@ export async function launchFleet(
   count: number,
   sim: SimTiming,
   seed: number,
+  /** false: workers use the simulator's stand-in tokenizer (the gateway still Qwen3's). */
+  workerTokenizer = true,
 ): Promise<DemoFleet> {
   const tmp = await mkdtemp(join(tmpdir(), "kvrouter-demo-"));
   const cleanup = () => rm(tmp, { recursive: true, force: true });
   try {
     const started = Array.from({ length: count }, (_, i) => {
       const id = `sim-${i}`;
-      const child = group.start(id, simArgs(sim, deriveSeed(seed, id)), cleanEnv());
+      const child = group.start(
+        id,
+        simArgs(sim, deriveSeed(seed, id), workerTokenizer),
+        cleanEnv(),
+      );
       return child
         .waitForJsonLine((o) => {
           if (o.msg !== "sim-worker listening") return null;
