@@ -46,7 +46,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   tokenize: ["util"],
   sim: ["protocol", "engine", "transport", "tokenize", "util", "lifetime.ts", "fastify", "zeromq"],
   replay: ["protocol", "index", "load", "scheduler", "router.ts", "config", "sim", "util"],
-  demo: ["sim", "util", "lifetime.ts", "yaml"],
+  demo: ["sim", "tokenize", "util", "lifetime.ts", "yaml"],
   "lifetime.ts": [],
   "cli.ts": ["service", "sim", "replay", "demo", "config", "lifetime.ts"],
 };
