@@ -15,9 +15,15 @@
  * 3. Throughput: closed loop with `--concurrency` clients for `--duration` s, through the
  *    gateway and directly (the machine's ceiling: client, gateway and worker share it).
  *
- * Prompts are token ids (the gateway uses them as given): tokenization is measured by the
- * tokenizer's own benchmark (src/tokenize/, another branch), so its fields are null here.
- * The simulated worker prefills at 10^9 tokens/s so its time is not the figure.
+ * 4. Tokenization (`gateway-chat.ts`): the gateway tokenizes with the bundled Qwen3 files
+ *    (`gateway.tokenizers`). In this process: p50/p99 of an 8k-token chat whose history
+ *    was seen and whose last user turn is new, the cold p99 (a conversation never seen),
+ *    and tokenization-only throughput on one thread. Through the gateway: the same chats
+ *    in a closed loop (`gateway_rps`), and gateway CPU per request for 8k- and 100k-token
+ *    chats continuing a seen conversation, and for 100k-token chats never seen (cold).
+ *
+ * Parts 1–3 send token ids (the gateway uses them as given). The simulated worker uses
+ * its stand-in tokenizer and prefills at 10^9 tokens/s so its time is not the figure.
  *
  *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192]
  */
@@ -29,6 +35,7 @@ import { createInterface } from "node:readline";
 import { Agent, request } from "undici";
 import { ChildGroup } from "../src/demo/child-group.js";
 import { launchFleet } from "../src/demo/demo-fleet.js";
+import { type ChatMessage, history, tokenizeFigures, withNewTurn } from "./gateway-chat.js";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -62,10 +69,14 @@ function body(tokens: readonly number[]): string {
   });
 }
 
+function chatBody(messages: readonly ChatMessage[]): string {
+  return JSON.stringify({ model: "sim-model", messages, max_tokens: MAX_TOKENS, stream: true });
+}
+
 /** One streaming completion; returns ms to the first body byte (throws on non-200). */
-async function complete(base: string, payload: string): Promise<number> {
+async function complete(base: string, payload: string, path = "/v1/completions"): Promise<number> {
   const t0 = performance.now();
-  const res = await request(`${base}/v1/completions`, {
+  const res = await request(`${base}${path}`, {
     dispatcher: agent,
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -120,6 +131,7 @@ async function main(): Promise<void> {
       maxNumSeqs: 256,
     },
     1,
+    false,
   );
   try {
     const worker = fleet.workers[0]!.url;
@@ -171,8 +183,45 @@ async function main(): Promise<void> {
     const cpu8k = await cpuRun(PROMPT_TOKENS, CPU_REQUESTS);
     const cpu100k = await cpuRun(100_000, CPU_REQUESTS_100K);
 
-    const gatewayRps = await closedLoop(gateway, DURATION_S, PROMPT_TOKENS);
+    const gatewayIdsRps = await closedLoop(gateway, DURATION_S, PROMPT_TOKENS);
     const directRps = await closedLoop(worker, DURATION_S, PROMPT_TOKENS);
+
+    // Chats: histories sent once (the gateway sees them), then new last user turns.
+    const chat = (m: readonly ChatMessage[]) =>
+      complete(gateway, chatBody(m), "/v1/chat/completions");
+    const seen = async (tokens: number, count: number) => {
+      const hs = Array.from({ length: count }, (_, i) => history(500 + i + tokens, tokens));
+      for (const h of hs) await chat(withNewTurn(h));
+      return hs;
+    };
+    const chatCpu = async (hs: readonly ChatMessage[][], perHistory: number) => {
+      const bodies = hs.flatMap((h) => Array.from({ length: perHistory }, () => withNewTurn(h)));
+      const before = cpuSeconds(fleet.routerPid);
+      for (const m of bodies) await chat(m);
+      await new Promise((r) => setTimeout(r, 300));
+      return ((cpuSeconds(fleet.routerPid) - before) * 1000) / bodies.length;
+    };
+    const hs8k = await seen(PROMPT_TOKENS, 16);
+    const cpuChat8k = await chatCpu(hs8k, 4);
+    const hs100k = await seen(100_000, 4);
+    const cpuChat100k = await chatCpu(hs100k, 3);
+    const cold100k = Array.from({ length: 6 }, (_, i) => withNewTurn(history(9000 + i, 100_000)));
+    const coldBefore = cpuSeconds(fleet.routerPid);
+    for (const m of cold100k) await chat(m);
+    await new Promise((r) => setTimeout(r, 300));
+    const cpuChat100kCold = ((cpuSeconds(fleet.routerPid) - coldBefore) * 1000) / cold100k.length;
+    const chatEnd = performance.now() + DURATION_S * 1000;
+    let chats = 0;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async (_, c) => {
+        for (let i = c; performance.now() < chatEnd; i += CONCURRENCY) {
+          await chat(withNewTurn(hs8k[i % hs8k.length]!));
+          chats++;
+        }
+      }),
+    );
+    const gatewayRps = chats / DURATION_S;
+    const tok = await tokenizeFigures(PROMPT_TOKENS, DURATION_S);
 
     const out = {
       bench: "gateway",
@@ -189,14 +238,22 @@ async function main(): Promise<void> {
       floor_added_p50_ms: r3(pct(viaFloor, 0.5) - pct(direct, 0.5)),
       floor_added_p99_ms: r3(pct(viaFloor, 0.99) - pct(direct, 0.99)),
       floor_cpu_ms_per_request: r3(floorCpu),
-      tokenize_p99_ms: null,
-      tokenize_cold_p99_ms: null,
-      tokenize_only_rps: null,
+      tokenizer_load_ms: tok.load_ms,
+      chat_prompt_tokens: tok.prompt_tokens,
+      tokenize_p50_ms: tok.tokenize_p50_ms,
+      tokenize_p99_ms: tok.tokenize_p99_ms,
+      tokenize_cold_p50_ms: tok.tokenize_cold_p50_ms,
+      tokenize_cold_p99_ms: tok.tokenize_cold_p99_ms,
+      tokenize_only_rps: tok.tokenize_only_rps,
       gateway_rps: Math.round(gatewayRps),
+      gateway_ids_rps: Math.round(gatewayIdsRps),
       direct_rps: Math.round(directRps),
       concurrency: CONCURRENCY,
-      cpu_ms_per_request_8k: r3(cpu8k),
-      cpu_ms_per_request_100k: r3(cpu100k),
+      cpu_ms_per_request_8k: r3(cpuChat8k),
+      cpu_ms_per_request_100k: r3(cpuChat100k),
+      cpu_ms_per_request_100k_cold: r3(cpuChat100kCold),
+      cpu_ms_per_request_8k_ids: r3(cpu8k),
+      cpu_ms_per_request_100k_ids: r3(cpu100k),
       loadavg_1m: r3(loadavg()[0]!),
     };
     process.stdout.write(
@@ -207,8 +264,10 @@ async function main(): Promise<void> {
         `  added                         ${out.added_p50_ms.toFixed(3).padStart(7)}  ${out.added_p99_ms.toFixed(3).padStart(7)}`,
         `  through the floor proxy       ${out.floor_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.floor_first_byte_p99_ms.toFixed(3).padStart(7)}`,
         `  added by the floor            ${out.floor_added_p50_ms.toFixed(3).padStart(7)}  ${out.floor_added_p99_ms.toFixed(3).padStart(7)}`,
-        `gateway CPU per request: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k tokens); floor proxy ${out.floor_cpu_ms_per_request} ms`,
-        `closed loop, ${CONCURRENCY} clients: ${out.gateway_rps} req/s through the gateway, ${out.direct_rps} req/s direct`,
+        `gateway CPU per request, token ids: ${out.cpu_ms_per_request_8k_ids} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k_ids} ms (100k tokens); floor proxy ${out.floor_cpu_ms_per_request} ms`,
+        `gateway CPU per chat continuing a seen conversation: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k); never seen 100k: ${out.cpu_ms_per_request_100k_cold} ms`,
+        `tokenization alone (${out.chat_prompt_tokens}-token chat, new last turn): p50 ${out.tokenize_p50_ms} ms p99 ${out.tokenize_p99_ms} ms; cold p50 ${out.tokenize_cold_p50_ms} p99 ${out.tokenize_cold_p99_ms} ms; ${out.tokenize_only_rps} req/s on one thread (load ${out.tokenizer_load_ms} ms)`,
+        `closed loop, ${CONCURRENCY} clients: ${out.gateway_rps} chats/s through the gateway (${out.gateway_ids_rps} req/s with token ids), ${out.direct_rps} req/s direct`,
         `load average (1 min): ${out.loadavg_1m}`,
         JSON.stringify(out),
         "",

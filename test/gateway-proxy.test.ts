@@ -250,9 +250,9 @@ describe("gateway: headers to and from workers", () => {
       expect(r.res.status).toBe(200);
       expect(r.res.headers.get("x-kvrouter-cached-tokens")).toBe("0");
       const m = await (await fetch(`${gw.url}/metrics`)).text();
-      expect(metricValue(m, "kvrouter_gateway_tokenize_failures_total", { reason: "error" })).toBe(
-        1,
-      );
+      expect(
+        metricValue(m, "kvrouter_gateway_tokenize_failures_total", { reason: "bad_response" }),
+      ).toBe(1);
       expect(await inFlightTotal(gw.url)).toBe(0);
     } finally {
       await gw.close();

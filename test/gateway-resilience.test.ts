@@ -98,6 +98,21 @@ describe("gateway: retries before the first byte", () => {
     ).toBe(1);
     expect(metricValue(m, "kvrouter_gateway_retries_total")).toBe(1);
     expect(await inFlightTotal(gw.url)).toBe(0);
+    // The refusal reached the fleet: the dead worker left the candidates of every caller
+    // at once (the idle-looking `a` would otherwise win each decision over the loaded `b`).
+    const view = (await (await fetch(`${gw.url}/v1/workers`)).json()) as {
+      workers: { id: string; ranks: { load: { unreachable: string | null } }[] }[];
+    };
+    const a = view.workers.find((w) => w.id === "a")!;
+    expect(a.ranks[0]!.load.unreachable).toMatch(/ECONNREFUSED/);
+    for (let i = 0; i < 5; i++) {
+      const d = await fetch(`${gw.url}/v1/route`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ token_ids: BODY.prompt, model: "sim-model" }),
+      });
+      expect(((await d.json()) as { worker: { id: string } }).worker.id).toBe("b");
+    }
   });
 
   it("a worker answering 503 is retried elsewhere; one never answering times out and is too", async () => {
@@ -146,10 +161,27 @@ describe("gateway: retries before the first byte", () => {
 
 describe("gateway: per-worker circuit breaker", () => {
   it("opens after consecutive failures, excludes, half-opens on a trial, closes", async () => {
-    const port = await refusedPort();
+    // 503s open the circuit (a refused connection would take the worker out of the fleet's
+    // candidates instead: see "a worker refusing connections" above).
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let failing = true;
+    const a = await scripted((_r, res) => {
+      if (failing) {
+        res.writeHead(503, { "content-type": "application/json" }).end('{"error":"down"}');
+        return;
+      }
+      // a comes back, slow to answer: the trial request half-opens its circuit.
+      void held.then(() => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(OK_JSON);
+      });
+    });
     const b = await sim();
     const gw = await gateway({
-      workers: [plainEntry("a", `http://127.0.0.1:${port}`), simEntry("b", b)],
+      workers: [plainEntry("a", a.url), simEntry("b", b)],
       // Long enough that the checks of the open state finish first on a loaded machine.
       gateway: { breakerFailures: 2, breakerHalfOpenAfterMs: 1500, retryBackoffMs: 1 },
     });
@@ -157,7 +189,7 @@ describe("gateway: per-worker circuit breaker", () => {
     const attemptsOnA = async () =>
       metricValue(await metrics(gw.url), "kvrouter_gateway_attempts_total", {
         worker: "a#0",
-        result: "connect",
+        result: "status_5xx",
       });
     for (let i = 0; i < 2; i++) {
       const r = await post(gw.url);
@@ -173,17 +205,7 @@ describe("gateway: per-worker circuit breaker", () => {
     expect(direct.res.headers.get("x-kvrouter-worker")).toBe("b#0");
     expect(await attemptsOnA()).toBe(2);
 
-    // a comes back, slow to answer: the trial request half-opens its circuit.
-    let release: () => void = () => {};
-    const held = new Promise<void>((r) => {
-      release = r;
-    });
-    await scripted((_r, res) => {
-      void held.then(() => {
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(OK_JSON);
-      });
-    }, port);
+    failing = false;
     await new Promise((r) => setTimeout(r, 1600));
     const trial = post(gw.url);
     await until("half-open", async () => (await circuitOf(gw.url, "a")) === "half_open");

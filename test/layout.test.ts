@@ -50,7 +50,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     ...["protocol", "index", "load", "scheduler", "predict", "router.ts", "config", "sim"],
     "util",
   ],
-  demo: ["sim", "util", "lifetime.ts", "yaml"],
+  demo: ["sim", "tokenize", "util", "lifetime.ts", "yaml"],
   "lifetime.ts": [],
   "worker-thread.ts": [],
   "cli.ts": ["service", "sim", "replay", "demo", "config", "lifetime.ts"],

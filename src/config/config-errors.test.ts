@@ -45,6 +45,8 @@ describe("config validation names the key and the bad value", () => {
       "gateway.busyKvUsage: must be a number in [0, 10], got -0.5",
     ],
     ["gateway:\n  retries: 2\n", "gateway.retries: unknown key"],
+    ["gateway:\n  tokenizers: a=/x,a=/y\n", 'gateway.tokenizers: names model "a" twice'],
+    ["gateway:\n  tokenizers: '=/x'\n", 'gateway.tokenizers: entry "=/x" must be MODEL=DIR or DIR'],
     ["server: 8080\n", "server: must be a mapping, got 8080"],
     ["sever:\n  port: 1\n", "sever: unknown key; did you mean `server`?"],
     ["server:\n  prot: 1\n", "server.prot: unknown key; did you mean `port`?"],

@@ -106,12 +106,17 @@ export const GATEWAY_FIELDS = {
     default: 30_000,
     doc: "a queued request not admitted within this long gets 429",
   },
+  tokenizers: {
+    kind: "optional-string",
+    default: null,
+    doc: "local tokenizers, `MODEL=DIR` pairs separated by commas (a bare `DIR` serves every other model); DIR holds the model's tokenizer.json + tokenizer_config.json, as given to vLLM's --tokenizer. Models without one tokenize through a worker's /tokenize",
+  },
   tokenizeTimeoutMs: {
     kind: "int",
     min: 1,
     max: DAY_MS,
     default: 2000,
-    doc: "timeout of a worker /tokenize call (fallback tokenization); on failure the request is routed on load alone",
+    doc: "timeout of a worker /tokenize call (models without a local tokenizer); on failure the request is routed on load alone",
   },
   streamUsage: {
     kind: "bool",

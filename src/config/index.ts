@@ -14,6 +14,7 @@ export {
   redactConfig,
 } from "./load-config.js";
 export { USAGE } from "./sources.js";
+export { parseTokenizerSpecs, type TokenizerSpec } from "./tokenizer-specs.js";
 export * from "./types.js";
 export { validateConfig } from "./validate.js";
 export { validateWorker, WORKER_KEYS } from "./worker-config.js";

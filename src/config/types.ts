@@ -165,6 +165,8 @@ export interface GatewayConfig {
   readonly busyPrefillTokens: number;
   readonly queueSize: number;
   readonly queueTimeoutMs: number;
+  /** `gateway.tokenizers` as given; parsed by `parseTokenizerSpecs`. */
+  readonly tokenizers: string | null;
   readonly tokenizeTimeoutMs: number;
   readonly streamUsage: boolean;
   readonly predictionWarnRatio: number;

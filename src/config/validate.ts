@@ -8,6 +8,7 @@ import { checkSchedulerConfig } from "../scheduler/config.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { FIELDS, type FieldSpec, fieldPaths, type SectionName } from "./fields.js";
 import { type ConfigIssue, isPlainObject, show, unknownKey } from "./issues.js";
+import { parseTokenizerSpecs } from "./tokenizer-specs.js";
 import type { KvrouterConfig, ReplicasConfig, WorkerConfig } from "./types.js";
 import { validateWorker } from "./worker-config.js";
 
@@ -175,6 +176,10 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
     });
   }
   checkReplicas(out.replicas as unknown as ReplicasConfig, valid, at, issues);
+  const specs = valid("gateway.tokenizers")
+    ? parseTokenizerSpecs(out.gateway!.tokenizers as string | null)
+    : [];
+  if (typeof specs === "string") issues.push({ key: at("gateway.tokenizers"), message: specs });
   if (issues.length > 0) return { ok: false, issues };
   const config = { ...out, scheduler, workers } as unknown as KvrouterConfig;
   return { ok: true, config: deepFreeze(config) };

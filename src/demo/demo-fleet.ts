@@ -1,6 +1,7 @@
 /**
  * Brings up the demo's processes on loopback with ports chosen by the OS: N simulated
- * workers (each announces its ports on stdout), then the router on a temporary config made
+ * workers (each announces its ports on stdout; real Qwen3 tokenization, `--tokenizer`
+ * on the bundled files), then the router (its gateway tokenizing with the same files) on a temporary config made
  * of `config/demo.yaml` plus those workers, and waits until the router is ready — every
  * worker's load scraped and every event stream connected — so no decision and no cache
  * event of the workload is lost to start-up.
@@ -11,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
+import { bundledQwen3Dir } from "../tokenize/index.js";
 import { deriveSeed } from "../util/rng.js";
 import type { ChildGroup } from "./child-group.js";
 import type { SimTiming } from "./demo-options.js";
@@ -38,7 +40,7 @@ export interface DemoFleet {
 }
 
 /** `kvrouter sim-worker` arguments for the demo's timing, on ports chosen by the OS. */
-export function simArgs(sim: SimTiming, seed: number): string[] {
+export function simArgs(sim: SimTiming, seed: number, realTokenizer = true): string[] {
   return [
     "sim-worker",
     ...["--port", "0", "--events-port", "0", "--replay-port", "0", "--topic", "kv-events"],
@@ -46,6 +48,8 @@ export function simArgs(sim: SimTiming, seed: number): string[] {
     ...["--prefill-tokens-per-s", String(sim.prefillTokensPerS)],
     ...["--decode-ms-per-token", String(sim.decodeMsPerToken)],
     ...["--max-num-seqs", String(sim.maxNumSeqs), "--seed", String(seed)],
+    // Real token ids: Qwen3's files, the same the gateway tokenizes with.
+    ...(realTokenizer ? ["--tokenizer", bundledQwen3Dir()] : []),
   ];
 }
 
@@ -64,13 +68,19 @@ export async function launchFleet(
   count: number,
   sim: SimTiming,
   seed: number,
+  /** false: workers use the simulator's stand-in tokenizer (the gateway still Qwen3's). */
+  workerTokenizer = true,
 ): Promise<DemoFleet> {
   const tmp = await mkdtemp(join(tmpdir(), "kvrouter-demo-"));
   const cleanup = () => rm(tmp, { recursive: true, force: true });
   try {
     const started = Array.from({ length: count }, (_, i) => {
       const id = `sim-${i}`;
-      const child = group.start(id, simArgs(sim, deriveSeed(seed, id)), cleanEnv());
+      const child = group.start(
+        id,
+        simArgs(sim, deriveSeed(seed, id), workerTokenizer),
+        cleanEnv(),
+      );
       return child
         .waitForJsonLine((o) => {
           if (o.msg !== "sim-worker listening") return null;
@@ -84,8 +94,10 @@ export async function launchFleet(
     const workers = await Promise.all(started);
 
     const base = parseYaml(await readFile(DEMO_CONFIG_PATH, "utf8")) as Record<string, unknown>;
+    const gateway = (base.gateway ?? {}) as Record<string, unknown>;
     const config = {
       ...base,
+      gateway: { ...gateway, tokenizers: `sim-model=${bundledQwen3Dir()}` },
       workers: workers.map((w) => ({
         id: w.id,
         url: w.url,

@@ -10,18 +10,18 @@
 import { setMaxListeners } from "node:events";
 import { constants } from "node:os";
 import { STOP_SIGNALS } from "../lifetime.js";
-import { SimTokenizer } from "../sim/tokenizer.js";
 import { ChildGroup } from "./child-group.js";
 import { type DemoFleet, type DemoWorker, launchFleet } from "./demo-fleet.js";
 import { DEMO_USAGE, type DemoOptions, DemoUsageError, parseDemoArgs } from "./demo-options.js";
 import { type PhaseResult, type Policy, runPhase } from "./run-phase.js";
+import { streamCompletion } from "./stream-completion.js";
 import {
   formatComparison,
   formatPredictionCheck,
   predictionCheckOf,
   summarise,
 } from "./summary.js";
-import { generateWorkload, type Workload } from "./workload.js";
+import { generateWorkload, textOf, type Workload } from "./workload.js";
 
 const RESET_TIMEOUT_MS = 10_000;
 
@@ -97,12 +97,18 @@ async function runDemo(opts: DemoOptions, group: ChildGroup, signal: AbortSignal
     progress(
       `router ${fleet.routerUrl} (pid ${pids.router}), workers pids ${pids.workers.join(", ")}`,
     );
-    const tokenizer = new SimTokenizer();
+    // Real tokenization is JIT-compiled on first use in every process: warm each worker
+    // and the gateway once, so neither phase pays for it (caches are reset below).
+    const warm = textOf(Array.from({ length: 400 }, (_, i) => i));
+    for (const url of [...fleet.workers.map((w) => w.url), fleet.routerUrl]) {
+      const msgs = [{ role: "user" as const, content: warm }];
+      await streamCompletion(url, msgs, 2, () => {}, signal);
+    }
     const results = {} as Record<Policy, PhaseResult>;
     for (const policy of ["kv", "round-robin"] as const) {
       await resetCaches(fleet.workers, signal);
       progress(`${policy}: sending ${workload.requests} requests…`);
-      results[policy] = await runPhase(policy, workload, fleet, tokenizer, signal);
+      results[policy] = await runPhase(policy, workload, fleet, signal);
       progress(`${policy}: done in ${(results[policy].wallMs / 1000).toFixed(1)} s`);
     }
     const metrics = await (await fetch(`${fleet.routerUrl}/metrics`, { signal })).text();

@@ -13,10 +13,9 @@
  */
 
 import { setTimeout as sleep } from "node:timers/promises";
-import type { SimTokenizer } from "../sim/tokenizer.js";
 import type { DemoWorker } from "./demo-fleet.js";
-import { streamCompletion } from "./stream-completion.js";
-import { PromptBuilder, type Workload } from "./workload.js";
+import { type ChatMessage, streamCompletion } from "./stream-completion.js";
+import { textOf, type Workload } from "./workload.js";
 
 export type Policy = "kv" | "round-robin";
 
@@ -65,39 +64,26 @@ export async function runPhase(
   policy: Policy,
   workload: Workload,
   fleet: PhaseTarget,
-  tokenizer: SimTokenizer,
   signal: AbortSignal,
 ): Promise<PhaseResult> {
   const errors: string[] = [];
   const records: RequestRecord[] = [];
   const nextTarget = target(policy, fleet);
-  const builder = new PromptBuilder(tokenizer);
   const start = performance.now();
 
   const conversation = async (c: Workload["conversations"][number]) => {
     await sleep(c.startMs, undefined, { signal });
     const system = workload.systemPrompts[c.systemPrompt]!;
-    let prompt: number[] = [];
-    let reply: number[] = [];
+    const messages: ChatMessage[] = [{ role: "system", content: textOf(system) }];
     for (const [t, turn] of c.turns.entries()) {
       if (turn.thinkMs > 0) await sleep(turn.thinkMs, undefined, { signal });
-      prompt =
-        t === 0
-          ? builder.first(system, turn.userTokens)
-          : builder.next(prompt, reply, turn.userTokens);
+      messages.push({ role: "user", content: textOf(turn.userTokens) });
       const requestId = `${policy}-c${c.id}-t${t}`;
       const t0 = performance.now();
       try {
         const to = nextTarget();
-        const out = await streamCompletion(
-          to.url,
-          prompt,
-          turn.maxTokens,
-          tokenizer,
-          () => {},
-          signal,
-        );
-        reply = out.replyTokens;
+        const out = await streamCompletion(to.url, messages, turn.maxTokens, () => {}, signal);
+        messages.push({ role: "assistant", content: out.replyText });
         // Through the gateway: the worker key (`id#rank`) and the router's prediction.
         const key = out.headers.get("x-kvrouter-worker");
         const predicted = out.headers.get("x-kvrouter-cached-tokens");

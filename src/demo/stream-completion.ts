@@ -1,12 +1,10 @@
 /**
- * The demo's client side of one request: a streaming `POST /v1/completions` with token ids
- * as the prompt, read as server-sent events. It notes when the first token arrives (the
- * client-side time to first token), rebuilds the reply's token ids from the streamed pieces
- * (one chunk per token) so the next turn extends exactly what the worker computed, and
+ * The demo's client side of one request: a streaming `POST /v1/chat/completions` with the
+ * conversation's messages as text, read as server-sent events — what any OpenAI client
+ * sends. It notes when the first token arrives (the client-side time to first token),
+ * collects the reply's text (the next turn sends it back as the assistant message), and
  * returns the worker's usage, including how many prompt tokens its prefix cache served.
  */
-
-import type { SimTokenizer } from "../sim/tokenizer.js";
 
 export interface CompletionUsage {
   readonly promptTokens: number;
@@ -14,17 +12,23 @@ export interface CompletionUsage {
   readonly cachedTokens: number;
 }
 
+export interface ChatMessage {
+  readonly role: "system" | "user" | "assistant";
+  readonly content: string;
+}
+
 export interface StreamedCompletion {
   /** The response headers (through the gateway: `x-kvrouter-worker`, …). */
   readonly headers: Headers;
   /** `performance.now()` when the first token arrived. */
   readonly firstTokenAt: number;
-  readonly replyTokens: number[];
+  /** The reply's text, as streamed. */
+  readonly replyText: string;
   readonly usage: CompletionUsage;
 }
 
 interface Chunk {
-  readonly choices?: readonly { text?: string }[];
+  readonly choices?: readonly { delta?: { content?: string | null } }[];
   readonly usage?: {
     prompt_tokens?: number;
     completion_tokens?: number;
@@ -34,23 +38,23 @@ interface Chunk {
 }
 
 /**
- * Stream one completion from `workerUrl` (a worker, or kvrouter's gateway). `onFirstToken` runs as soon as the first token is
- * read. Throws on an HTTP error, a malformed stream, or a stream that ends without usage.
+ * Stream one chat completion from `url` (a worker, or kvrouter's gateway). `onFirstToken`
+ * runs as soon as the first token is read. Throws on an HTTP error, a malformed stream, or
+ * a stream that ends without usage.
  */
 export async function streamCompletion(
-  workerUrl: string,
-  prompt: readonly number[],
+  url: string,
+  messages: readonly ChatMessage[],
   maxTokens: number,
-  tokenizer: SimTokenizer,
   onFirstToken: () => void,
   signal: AbortSignal,
 ): Promise<StreamedCompletion> {
-  const res = await fetch(`${workerUrl}/v1/completions`, {
+  const res = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({
       model: "sim-model",
-      prompt,
+      messages,
       max_tokens: maxTokens,
       stream: true,
       stream_options: { include_usage: true },
@@ -58,10 +62,10 @@ export async function streamCompletion(
     signal,
   });
   if (!res.ok || res.body === null) {
-    throw new Error(`${workerUrl}/v1/completions: HTTP ${res.status} ${await res.text()}`);
+    throw new Error(`${url}/v1/chat/completions: HTTP ${res.status} ${await res.text()}`);
   }
   const decoder = new TextDecoder();
-  const replyTokens: number[] = [];
+  let reply = "";
   let firstTokenAt: number | null = null;
   let usage: CompletionUsage | null = null;
   let buffer = "";
@@ -75,13 +79,13 @@ export async function streamCompletion(
     }
     const chunk = JSON.parse(data) as Chunk;
     if (chunk.error !== undefined) throw new Error(`stream error: ${chunk.error.message}`);
-    const text = chunk.choices?.[0]?.text ?? "";
+    const text = chunk.choices?.[0]?.delta?.content ?? "";
     if (text !== "") {
       if (firstTokenAt === null) {
         firstTokenAt = performance.now();
         onFirstToken();
       }
-      replyTokens.push(tokenizer.idOf(text));
+      reply += text;
     }
     const u = chunk.usage;
     if (u !== undefined) {
@@ -102,13 +106,7 @@ export async function streamCompletion(
     }
   }
   if (!done || usage === null || firstTokenAt === null) {
-    throw new Error(`${workerUrl}: the stream ended without tokens, usage or [DONE]`);
+    throw new Error(`${url}: the stream ended without tokens, usage or [DONE]`);
   }
-  const final: CompletionUsage = usage;
-  if (final.completionTokens !== replyTokens.length) {
-    throw new Error(
-      `${workerUrl}: ${replyTokens.length} tokens streamed but usage says ${final.completionTokens}`,
-    );
-  }
-  return { headers: res.headers, firstTokenAt, replyTokens, usage: final };
+  return { headers: res.headers, firstTokenAt, replyText: reply, usage };
 }

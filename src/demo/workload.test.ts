@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { SimTokenizer } from "../sim/tokenizer.js";
 import { QUICK_WORKLOAD } from "./demo-options.js";
-import { generateWorkload, PromptBuilder } from "./workload.js";
+import { generateWorkload, textOf } from "./workload.js";
 
 describe("generateWorkload", () => {
   it("is a pure function of the shape and seed", () => {
@@ -35,26 +34,11 @@ describe("generateWorkload", () => {
   });
 });
 
-describe("PromptBuilder", () => {
-  const tokenizer = new SimTokenizer();
-  const builder = new PromptBuilder(tokenizer);
-
-  it("lays the chat template's segments around the content", () => {
-    const sys = [11, 12, 13];
-    const user = [21, 22];
-    const p = builder.first(sys, user);
-    const assistant = tokenizer.encode("<|start_header_id|>assistant<|end_header_id|>\n\n");
-    const at = (xs: number[]) => p.findIndex((_, i) => xs.every((x, j) => p[i + j] === x));
-    expect(p[0]).toBe(tokenizer.encode("<|begin_of_text|>")[0]);
-    expect(at(sys)).toBeGreaterThan(0);
-    expect(at(user)).toBeGreaterThan(at(sys) + sys.length);
-    expect(p.slice(-assistant.length)).toEqual(assistant);
-  });
-
-  it("extends the previous prompt and reply, so a follow-up shares their prefix", () => {
-    const first = builder.first([1, 2, 3], [4, 5]);
-    const next = builder.next(first, [6, 7], [8]);
-    expect(next.slice(0, first.length + 2)).toEqual([...first, 6, 7]);
-    expect(next.length).toBeGreaterThan(first.length + 3);
+describe("textOf", () => {
+  it("is deterministic words, and a longer token list extends the text", () => {
+    const a = textOf([1, 2, 3, 300]);
+    expect(a).toBe(textOf([1, 2, 3, 300]));
+    expect(a.split(" ")).toHaveLength(4);
+    expect(textOf([1, 2])).not.toBe(textOf([2, 1]));
   });
 });

@@ -63,14 +63,14 @@ export class GatewayMetrics {
     });
     this.tokenize = new Histogram({
       name: "kvrouter_gateway_tokenize_seconds",
-      help: "Tokenization time per request, by mode (tokens = ids given by the client)",
+      help: "Tokenization time per request, by mode (local = model files in-process, remote = a worker's /tokenize, tokens = ids given by the client)",
       labelNames: ["mode"],
       buckets: SECONDS,
       registers,
     });
     this.tokenizeFailures = new Counter({
       name: "kvrouter_gateway_tokenize_failures_total",
-      help: "Requests routed on load alone because tokenization failed or no tokenizer serves the model",
+      help: "Requests routed on load alone, by reason (batch_prompt, or the tokenizer's error code: timeout, unreachable, http_status, bad_response, bad_request, closed)",
       labelNames: ["reason"],
       registers,
     });

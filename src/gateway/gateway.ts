@@ -37,7 +37,7 @@ import { type PromptTokens, tokenizePrompt } from "./prompt-tokens.js";
 import { relay, responseHeaders } from "./relay.js";
 import { type GatewayKind, type GatewayRequest, parseGatewayRequest } from "./request-body.js";
 import { UsageChunkFilter, withIncludeUsage } from "./stream-usage.js";
-import { type UpstreamAnswer, UpstreamClient, UpstreamFailure } from "./upstream.js";
+import { REFUSED_CODES, type UpstreamAnswer, UpstreamClient, UpstreamFailure } from "./upstream.js";
 import { UsageScanner } from "./usage-scan.js";
 import { WorkerGates } from "./worker-gates.js";
 
@@ -47,12 +47,14 @@ export interface GatewayDeps {
   readonly registry: WorkerRegistry;
   readonly loads: LoadTracker;
   readonly inFlight: InFlightTracker;
-  /** The tokenizer for a model ("" when the request names none); null = route on load. */
-  readonly tokenizerFor: (model: string) => PromptTokenizer | null;
+  /** The tokenizer for a model ("" when the request names none); see `GatewayTokenizers`. */
+  readonly tokenizerFor: (model: string) => PromptTokenizer;
+  /** A worker refused the connection: take it out of the candidates now (`FleetControl`). */
+  readonly markUnreachable?: (key: WorkerKey, reason: string) => void;
   readonly logger: LogSink;
   readonly metricsRegistry: Registry;
   readonly nowMs: () => number;
-  /** Shared HTTP client (its pooled agent also serves tokenizer fallbacks); made when absent. */
+  /** Shared HTTP client (its pooled agent also serves `/v1/models`); made when absent. */
   readonly upstream?: UpstreamClient;
 }
 
@@ -270,6 +272,7 @@ export class Gateway {
             requestId,
             exclude,
             ...(req.model === null ? {} : { model: req.model }),
+            ...(req.cacheSalt === null ? {} : { cacheSalt: req.cacheSalt }),
           },
           nowMs,
         );
@@ -306,6 +309,9 @@ export class Gateway {
         this.admission.notify();
         if (err instanceof UpstreamFailure) {
           lastFailure = err;
+          if (err.kind === "connect" && REFUSED_CODES.has(err.code)) {
+            this.#unreachable(decision.workerId, err.message);
+          }
           const result =
             err.kind === "status" ? (err.status === 429 ? "status_429" : "status_5xx") : err.kind;
           this.metrics.attempts.inc({ worker: decision.worker, result });
@@ -322,6 +328,15 @@ export class Gateway {
     } catch (err) {
       if (err instanceof UpstreamFailure) throw this.#exhausted(err, attempt);
       throw err;
+    }
+  }
+
+  /** Nothing listens at the worker's URL: every rank of it leaves the candidates now. */
+  #unreachable(workerId: string, reason: string): void {
+    const mark = this.#d.markUnreachable;
+    if (mark === undefined) return;
+    for (const w of this.#d.registry.list()) {
+      if (w.workerId === workerId) mark(w.key, `gateway: ${reason}`);
     }
   }
 

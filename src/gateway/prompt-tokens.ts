@@ -1,12 +1,12 @@
 /**
  * The prompt's token ids for routing: the client's own ids for a token-id prompt, else
- * the model's tokenizer (`tokenizerFor`). When there is none, the prompt is a batch, or
- * tokenization fails, the request is routed on load alone (no prefix match) and still
+ * the model's tokenizer (`tokenizerFor`: local model files, else a worker's `/tokenize`).
+ * When the prompt is a batch or tokenization fails, the request is routed on load alone (no prefix match) and still
  * served; each such case is counted by reason.
  */
 
 import { performance } from "node:perf_hooks";
-import type { PromptTokenizer } from "../tokenize/types.js";
+import { LocalTokenizer, type PromptTokenizer, TokenizeError } from "../tokenize/index.js";
 import type { LogSink } from "../util/log-sink.js";
 import type { GatewayMetrics } from "./gateway-metrics.js";
 import type { GatewayRequest } from "./request-body.js";
@@ -19,7 +19,7 @@ export interface PromptTokens {
 
 export async function tokenizePrompt(
   req: GatewayRequest,
-  tokenizerFor: (model: string) => PromptTokenizer | null,
+  tokenizerFor: (model: string) => PromptTokenizer,
   metrics: GatewayMetrics,
   logger: LogSink,
 ): Promise<PromptTokens> {
@@ -34,17 +34,17 @@ export async function tokenizePrompt(
   }
   if (p?.kind === "batch") return none("batch_prompt");
   const tokenizer = tokenizerFor(req.model ?? "");
-  if (tokenizer === null) return none("no_tokenizer");
+  const mode = tokenizer instanceof LocalTokenizer ? "local" : "remote";
   const t0 = performance.now();
   try {
     const r =
       req.chat !== null
         ? await tokenizer.tokenizeChat(req.chat)
         : await tokenizer.tokenizeCompletion(p?.kind === "text" ? p.text : "");
-    metrics.tokenize.observe({ mode: "tokenizer" }, (performance.now() - t0) / 1000);
+    metrics.tokenize.observe({ mode }, (performance.now() - t0) / 1000);
     return { ids: r.tokenIds, real: true };
   } catch (err) {
-    logger.debug({ err: String(err), model: req.model }, "tokenization failed");
-    return none("error");
+    logger.debug({ err: String(err), model: req.model, mode }, "tokenization failed");
+    return none(err instanceof TokenizeError ? err.code : "error");
   }
 }

@@ -24,6 +24,8 @@ export interface GatewayRequest {
   readonly includeUsage: boolean;
   readonly prompt: CompletionPrompt | null;
   readonly chat: ChatRequestLike | null;
+  /** vLLM's `cache_salt`: the engine keys this request's blocks under it. */
+  readonly cacheSalt: string | null;
 }
 
 type Body = Record<string, unknown>;
@@ -66,10 +68,11 @@ export function parseGatewayRequest(kind: GatewayKind, body: unknown): GatewayRe
     }
     includeUsage = iu === true;
   }
-  if (kind === "completion") {
-    return { kind, model, stream, includeUsage, prompt: parsePrompt(body.prompt), chat: null };
-  }
-  return { kind, model, stream, includeUsage, prompt: null, chat: parseChat(body) };
+  const cacheSalt = optional(body, "cache_salt", isString, "a string");
+  if (cacheSalt === "") throw bad("cache_salt", "must be a non-empty string");
+  const common = { kind, model, stream, includeUsage, cacheSalt };
+  if (kind === "completion") return { ...common, prompt: parsePrompt(body.prompt), chat: null };
+  return { ...common, prompt: null, chat: parseChat(body) };
 }
 
 function parsePrompt(v: unknown): CompletionPrompt {

@@ -23,6 +23,8 @@ export class UpstreamFailure extends Error implements BreakerFailure {
     readonly status: number | null,
     /** 429 means busy, not broken: retried, but not counted against the circuit. */
     readonly countsForBreaker: boolean,
+    /** The socket error code of a `connect` failure ("" otherwise). */
+    readonly code = "",
   ) {
     super(message);
   }
@@ -54,6 +56,13 @@ const CONNECT_CODES = new Set([
   "EPIPE",
   "UND_ERR_SOCKET",
   "UND_ERR_CLOSED",
+]);
+/** Connect errors that say nothing listens there (not a reset keep-alive socket). */
+export const REFUSED_CODES: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
 ]);
 const TIMEOUT_CODES = new Set([
   "UND_ERR_CONNECT_TIMEOUT",
@@ -123,7 +132,7 @@ export class UpstreamClient {
       }
       if (CONNECT_CODES.has(code) || code === "") {
         const msg = err instanceof Error ? err.message : String(err);
-        return new UpstreamFailure("connect", `${url}: ${code || msg}`, null, true);
+        return new UpstreamFailure("connect", `${url}: ${code || msg}`, null, true, code);
       }
       return err instanceof Error ? err : new Error(String(err));
     };

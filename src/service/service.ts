@@ -7,10 +7,11 @@
 import { performance } from "node:perf_hooks";
 import type { FastifyInstance } from "fastify";
 import { Registry } from "prom-client";
+import { parseTokenizerSpecs } from "../config/tokenizer-specs.js";
 import type { KvrouterConfig } from "../config/types.js";
 import { Fleet } from "../fleet/fleet.js";
 import { Gateway, type GatewayDeps } from "../gateway/gateway.js";
-import { workerTokenizers } from "../gateway/worker-tokenizers.js";
+import { GatewayTokenizers, loadLocalTokenizers } from "../gateway/tokenizers.js";
 import { buildApp } from "../http/build-app.js";
 import { drainConnections } from "../http/server-limits.js";
 import { RadixTreeIndex } from "../index/radix-tree.js";
@@ -113,9 +114,19 @@ export async function createService(
     ...(replicas === null ? {} : { extraLoad: replicas.book }),
   });
   const metricsRegistry = new Registry();
-  const gateway = config.gateway.enabled
-    ? newGateway(config, { router, registry, loads, inFlight, logger, metricsRegistry, nowMs })
+  const gw = config.gateway.enabled
+    ? await newGateway(config, {
+        router,
+        registry,
+        loads,
+        inFlight,
+        logger,
+        metricsRegistry,
+        nowMs,
+        markUnreachable: (key, reason) => fleet.markUnreachable(key, reason),
+      })
     : undefined;
+  const gateway = gw?.gateway;
   const { app, drain } = await buildApp({
     config,
     router,
@@ -140,6 +151,7 @@ export async function createService(
     const added = await fleet.add(w);
     if (!added.ok) {
       await pool.close();
+      await gw?.tokenizers.close();
       throw new Error(`worker ${w.id}: ${added.message}`);
     }
   }
@@ -160,6 +172,7 @@ export async function createService(
       upkeep.stop();
       prediction?.loop.stop();
       await gateway?.close();
+      await gw?.tokenizers.close();
       await scrapes.stop();
       await snapshots?.store.stop();
       const last = snapshots?.store.capture(); // the final state, before the streams stop
@@ -173,27 +186,35 @@ export async function createService(
   return { config, app, metricsRegistry, fleet, index, router, snapshot, close };
 }
 
-/** Gateway mode, tokenizing through the workers' own `/tokenize` until a local tokenizer lands. */
-function newGateway(
+/** Gateway mode: local tokenizers from `gateway.tokenizers`, else the workers' `/tokenize`. */
+async function newGateway(
   config: KvrouterConfig,
   d: Pick<
     GatewayDeps,
-    "router" | "registry" | "loads" | "inFlight" | "metricsRegistry" | "nowMs"
+    "router" | "registry" | "loads" | "inFlight" | "metricsRegistry" | "nowMs" | "markUnreachable"
   > & { readonly logger: Logger },
-): Gateway {
-  let tokenizerFor: GatewayDeps["tokenizerFor"] = () => null;
+): Promise<{ gateway: Gateway; tokenizers: GatewayTokenizers }> {
+  const specs = parseTokenizerSpecs(config.gateway.tokenizers);
+  if (typeof specs === "string") throw new Error(`gateway.tokenizers: ${specs}`);
+  const locals = await loadLocalTokenizers(specs);
+  let tokenizers: GatewayTokenizers | null = null;
   const gateway = new Gateway({
     ...d,
     logger: d.logger.child({ component: "gateway" }),
     config: config.gateway,
-    tokenizerFor: (model) => tokenizerFor(model),
+    tokenizerFor: (model) => tokenizers!.for(model),
   });
-  tokenizerFor = workerTokenizers({
+  tokenizers = new GatewayTokenizers(locals, {
     registry: d.registry,
-    agent: gateway.upstream.agent,
     timeoutMs: config.gateway.tokenizeTimeoutMs,
-    authorization: () => gateway.workerAuthorization(undefined),
+    authorization: gateway.workerAuthorization(undefined),
     healthy: (workerId) => gateway.breakers.allows(workerId),
   });
-  return gateway;
+  for (const [model, t] of locals) {
+    d.logger.info(
+      { model: model ?? "*", dir: t.files.dir, mode: t.mode },
+      `gateway tokenizes ${model ?? "every other model"} locally`,
+    );
+  }
+  return { gateway, tokenizers };
 }

@@ -27,7 +27,7 @@ export async function loadRealTokenizer(dir: string): Promise<LoadedRealTokenize
     completion: (text) => tok.encodeCompletionSync(text),
     chat(body) {
       try {
-        return tok.encodeSync(tok.renderChat(body as ChatRequestLike));
+        return tok.encodeChatSync(body as ChatRequestLike);
       } catch (err) {
         throw asHttp(err);
       }

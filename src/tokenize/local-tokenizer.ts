@@ -138,6 +138,30 @@ export class LocalTokenizer implements PromptTokenizer {
       const ids = off ? Array.from((await off)[0]!) : this.#encoder.encode(text);
       return { tokenIds: ids, cachedSegments: 0 };
     }
+    const c = this.#collect(text);
+    if (c.missing.length === 0) return this.#finish(c, []);
+    const off = c.missingChars >= this.#offThreadMinChars ? this.#pool?.tryEncode(c.missing) : null;
+    return this.#finish(c, off ? await off : c.missing.map((t) => this.#encoder.encode(t)));
+  }
+
+  /**
+   * A chat's ids on this thread, through the segment cache (the simulator: an engine that
+   * re-encodes a conversation's history every turn would dominate its CPU otherwise).
+   */
+  encodeChatSync(request: ChatRequestLike): number[] {
+    const text = this.renderChat(request);
+    if (this.mode === "whole") return this.#encoder.encode(text);
+    const c = this.#collect(text);
+    return [
+      ...this.#finish(
+        c,
+        c.missing.map((t) => this.#encoder.encode(t)),
+      ).tokenIds,
+    ];
+  }
+
+  /** Split at added tokens; look each distinct text segment up in the cache. */
+  #collect(text: string): Collected {
     const pieces = this.#split(text);
     const found = new Map<string, ArrayLike<number>>();
     const missing: string[] = [];
@@ -156,25 +180,34 @@ export class LocalTokenizer implements PromptTokenizer {
         missingChars += p.text.length;
       }
     }
-    if (missing.length > 0) {
-      const off = missingChars >= this.#offThreadMinChars ? this.#pool?.tryEncode(missing) : null;
-      const encoded = off ? await off : missing.map((t) => this.#encoder.encode(t));
-      missing.forEach((t, i) => {
-        const ids = encoded[i]!;
-        found.set(t, ids);
-        this.#cache?.set(t, ids);
-      });
-    }
+    return { pieces, found, missing, missingChars, cached };
+  }
+
+  /** Cache the newly encoded segments and lay the ids out in order. */
+  #finish(c: Collected, encoded: readonly ArrayLike<number>[]): TokenizeResult {
+    c.missing.forEach((t, i) => {
+      const ids = encoded[i]!;
+      c.found.set(t, ids);
+      this.#cache?.set(t, ids);
+    });
     const out: number[] = [];
-    for (const p of pieces) {
+    for (const p of c.pieces) {
       if (p.kind === "token") out.push(p.id);
       else {
-        const ids = found.get(p.text)!;
+        const ids = c.found.get(p.text)!;
         for (let i = 0; i < ids.length; i++) out.push(ids[i]!);
       }
     }
-    return { tokenIds: out, cachedSegments: cached };
+    return { tokenIds: out, cachedSegments: c.cached };
   }
+}
+
+interface Collected {
+  readonly pieces: ReturnType<Splitter>;
+  readonly found: Map<string, ArrayLike<number>>;
+  readonly missing: string[];
+  readonly missingChars: number;
+  readonly cached: number;
 }
 
 /** Load a model directory (`tokenizer.json` + `tokenizer_config.json`) as a `LocalTokenizer`. */

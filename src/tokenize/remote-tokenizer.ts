@@ -17,6 +17,8 @@ export interface RemoteTokenizerOptions {
   readonly model: string;
   /** Whole-request timeout in ms. */
   readonly timeoutMs?: number;
+  /** `Authorization` header value for the worker (vLLM's `--api-key`), if any. */
+  readonly authorization?: string | null;
 }
 
 export const DEFAULT_REMOTE_TOKENIZER_OPTIONS = Object.freeze({ timeoutMs: 2_000 });
@@ -25,6 +27,7 @@ export class RemoteTokenizer implements PromptTokenizer {
   readonly model: string;
   readonly #url: string;
   readonly #timeoutMs: number;
+  readonly #headers: Record<string, string>;
   readonly #inFlight = new Set<AbortController>();
   #closed = false;
 
@@ -32,15 +35,17 @@ export class RemoteTokenizer implements PromptTokenizer {
     this.model = options.model;
     this.#url = `${options.baseUrl.replace(/\/+$/, "")}/tokenize`;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_REMOTE_TOKENIZER_OPTIONS.timeoutMs;
+    this.#headers = { "content-type": "application/json" };
+    if (options.authorization != null) this.#headers.authorization = options.authorization;
   }
 
   tokenizeCompletion(prompt: string): Promise<TokenizeResult> {
-    return this.#post({ model: this.model, prompt });
+    return this.#post(this.model === "" ? { prompt } : { model: this.model, prompt });
   }
 
   tokenizeChat(request: ChatRequestLike): Promise<TokenizeResult> {
     const body: Record<string, unknown> = {
-      model: this.model,
+      ...(this.model === "" ? {} : { model: this.model }),
       messages: request.messages,
       add_generation_prompt: request.add_generation_prompt ?? true,
       continue_final_message: request.continue_final_message ?? false,
@@ -72,7 +77,7 @@ export class RemoteTokenizer implements PromptTokenizer {
       try {
         res = await fetch(this.#url, {
           method: "POST",
-          headers: { "content-type": "application/json" },
+          headers: this.#headers,
           body: JSON.stringify(body),
           signal: controller.signal,
         });

@@ -1,0 +1,112 @@
+/**
+ * Chat workloads for `gateway-bench.ts`, on the real Qwen3 tokenizer: conversations of a
+ * given size whose history the gateway has seen and whose last user turn is new (a
+ * follow-up, or a regenerated turn), and the in-process tokenization figures of the same
+ * workload (the production `LocalTokenizer` options): p50/p99 of a turn continuing a seen
+ * conversation, p99 of a conversation never seen (cold), and tokenization-only throughput
+ * on one thread.
+ */
+
+import { textOf } from "../src/demo/workload.js";
+import { bundledQwen3Dir, loadModelTokenizer } from "../src/tokenize/index.js";
+
+export interface ChatMessage {
+  readonly role: "system" | "user" | "assistant";
+  readonly content: string;
+}
+
+/** Words (each one Qwen3 token) from a seed: a deterministic generator, no repeats across seeds. */
+function words(seed: number, n: number): string {
+  let s = seed >>> 0 || 1;
+  return textOf(
+    Array.from({ length: n }, () => {
+      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+      return s >>> 8;
+    }),
+  );
+}
+
+export const NEW_TURN_TOKENS = 200;
+
+/**
+ * A conversation of about `tokens` tokens without its last user turn: a 1k-token system
+ * prompt shared by all conversations, then user/assistant pairs of ~1k tokens each.
+ */
+export function history(id: number, tokens: number): ChatMessage[] {
+  // textOf adds a full stop every 12 words: 13 tokens per 12 words.
+  const out: ChatMessage[] = [{ role: "system", content: words(7, 920) }];
+  let left = Math.round(((tokens - 1000 - NEW_TURN_TOKENS) * 12) / 13);
+  for (let t = 0; left > 0; t++) {
+    const n = Math.min(500, left);
+    out.push({ role: "user", content: words(id * 1000 + 2 * t + 11, n) });
+    out.push({ role: "assistant", content: words(id * 1000 + 2 * t + 12, n) });
+    left -= 2 * n;
+  }
+  return out;
+}
+
+let variant = 0;
+/** `h` plus a new user turn (never sent before). */
+export function withNewTurn(h: readonly ChatMessage[]): ChatMessage[] {
+  return [...h, { role: "user", content: words(1e6 + ++variant, NEW_TURN_TOKENS) }];
+}
+
+const pct = (xs: number[], q: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+};
+
+export interface TokenizeFigures {
+  readonly load_ms: number;
+  readonly prompt_tokens: number;
+  readonly tokenize_p50_ms: number;
+  readonly tokenize_p99_ms: number;
+  readonly tokenize_cold_p50_ms: number;
+  readonly tokenize_cold_p99_ms: number;
+  readonly tokenize_only_rps: number;
+}
+
+/** Tokenization alone, in this process, on the gateway's workload shape. */
+export async function tokenizeFigures(tokens: number, seconds: number): Promise<TokenizeFigures> {
+  const t0 = performance.now();
+  const tok = await loadModelTokenizer(bundledQwen3Dir(), { model: "sim-model" });
+  const loadMs = performance.now() - t0;
+  try {
+    const cold: number[] = [];
+    const warm: number[] = [];
+    const histories: ChatMessage[][] = [];
+    let promptTokens = 0;
+    for (let c = 0; c < 40; c++) {
+      const h = history(c + 1, tokens);
+      histories.push(h);
+      let a = performance.now();
+      await tok.tokenizeChat({ messages: withNewTurn(h) });
+      cold.push(performance.now() - a);
+      for (let v = 0; v < 5; v++) {
+        a = performance.now();
+        const r = await tok.tokenizeChat({ messages: withNewTurn(h) });
+        warm.push(performance.now() - a);
+        promptTokens = r.tokenIds.length;
+      }
+    }
+    const end = performance.now() + seconds * 1000;
+    let done = 0;
+    const start = performance.now();
+    while (performance.now() < end) {
+      await tok.tokenizeChat({ messages: withNewTurn(histories[done % histories.length]!) });
+      done++;
+    }
+    const r1 = (x: number) => Math.round(x * 1000) / 1000;
+    return {
+      load_ms: Math.round(loadMs),
+      prompt_tokens: promptTokens,
+      tokenize_p50_ms: r1(pct(warm, 0.5)),
+      tokenize_p99_ms: r1(pct(warm, 0.99)),
+      tokenize_cold_p50_ms: r1(pct(cold, 0.5)),
+      tokenize_cold_p99_ms: r1(pct(cold, 0.99)),
+      tokenize_only_rps: Math.round(done / ((performance.now() - start) / 1000)),
+    };
+  } finally {
+    await tok.close();
+  }
+}
