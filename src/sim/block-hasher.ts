@@ -8,37 +8,18 @@
  * Map key. `hashToBigInt` converts for the wire (unsigned, like vLLM ≥ 0.10.2).
  */
 
+import { engineHashFromU32Pair } from "../protocol/engine-hash.js";
 import { fmix32 } from "../util/fmix32.js";
 
 /** A block hash as 16 lowercase hex digits. Engine-side only; never a router key. */
 export type SimBlockHash = string;
 
-const DIGITS: number[] = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
-
 /**
- * 16 hex digits of (hi, lo). One `fromCharCode` builds a flat string: concatenating
- * pieces would build a rope that every Map lookup must flatten first (replay hot path).
+ * 16 hex digits of (hi, lo): the engine-hash formatter (one flat `fromCharCode` string,
+ * which Map lookups on the replay hot path need not flatten).
  */
 export function hex16(hi: number, lo: number): string {
-  const d = DIGITS;
-  return String.fromCharCode(
-    d[hi >>> 28]!,
-    d[(hi >>> 24) & 15]!,
-    d[(hi >>> 20) & 15]!,
-    d[(hi >>> 16) & 15]!,
-    d[(hi >>> 12) & 15]!,
-    d[(hi >>> 8) & 15]!,
-    d[(hi >>> 4) & 15]!,
-    d[hi & 15]!,
-    d[lo >>> 28]!,
-    d[(lo >>> 24) & 15]!,
-    d[(lo >>> 20) & 15]!,
-    d[(lo >>> 16) & 15]!,
-    d[(lo >>> 12) & 15]!,
-    d[(lo >>> 8) & 15]!,
-    d[(lo >>> 4) & 15]!,
-    d[lo & 15]!,
-  );
+  return engineHashFromU32Pair(hi, lo);
 }
 
 function hexNibble(c: number): number {
