@@ -56,6 +56,8 @@ interface WorkerState {
   queue: Entry[];
   /** `queue[0, cursor)` were added at or before `sinceMs`. */
   cursor: number;
+  /** `queue[0, oldest)` are dead: where `dropOldest` resumes its search. */
+  oldest: number;
 }
 
 export class InFlightTracker {
@@ -181,7 +183,13 @@ export class InFlightTracker {
 
   /** Forget the oldest request of `worker` (a per-worker cap); returns its id, or null. */
   dropOldest(worker: WorkerKey): string | null {
-    const first = this.#workers.get(worker)?.queue.find((e) => e.live);
+    const w = this.#workers.get(worker);
+    if (w === undefined) return null;
+    // Resume after the dead prefix already walked: repeated drops at the cap stay O(1)
+    // amortised instead of rescanning every entry dropped since the last compaction.
+    const q = w.queue;
+    while (w.oldest < q.length && !q[w.oldest]!.live) w.oldest++;
+    const first = q[w.oldest];
     if (first === undefined) return null;
     this.#remove(first);
     return first.id;
@@ -216,6 +224,7 @@ export class InFlightTracker {
         sinceMs: -Infinity,
         queue: [],
         cursor: 0,
+        oldest: 0,
       };
       this.#workers.set(worker, w);
     }
@@ -274,4 +283,5 @@ function compact(w: WorkerState): void {
   }
   w.queue = live;
   w.cursor = cursor;
+  w.oldest = 0;
 }
