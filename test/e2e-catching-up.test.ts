@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Router } from "zeromq";
 import { EnginePublisher } from "../src/engine/publisher.js";
 import { encodeEventBatch } from "../src/protocol/event-encoder.js";
-import { startTestService } from "./http-harness.js";
+import { type Json, listenJson, startTestService } from "./http-harness.js";
 import { waitFor } from "./zmq-helpers.js";
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -18,9 +18,6 @@ afterEach(async () => {
 
 const BLOCK = 16;
 const PROMPT = Array.from({ length: 4 * BLOCK }, (_, i) => 500 + i);
-
-// biome-ignore lint/suspicious/noExplicitAny: JSON read in assertions only
-type Json = Record<string, any>;
 
 describe("a stream catching up is flagged in the HTTP answers", () => {
   it("reports current: false for the worker while its replay resumes", async () => {
@@ -71,18 +68,7 @@ describe("a stream catching up is flagged in the HTTP answers", () => {
       ],
     });
     cleanups.push(() => svc.close());
-    await svc.app.listen({ host: "127.0.0.1", port: 0 });
-    const address = svc.app.server.address();
-    if (address === null || typeof address === "string") throw new Error("not listening");
-    const base = `http://127.0.0.1:${address.port}`;
-    const post = async (path: string, body: unknown) =>
-      (await (
-        await fetch(`${base}${path}`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify(body),
-        })
-      ).json()) as Json;
+    const { base, post } = await listenJson(svc);
 
     await waitFor("batch 0 replayed", () => svc.index.stats().workerBlocks === 4);
 

@@ -9,7 +9,7 @@
 
 import { afterEach, describe, expect, it } from "vitest";
 import { EnginePublisher } from "../src/engine/publisher.js";
-import { startTestService } from "./http-harness.js";
+import { type Json, listenJson, startTestService } from "./http-harness.js";
 import { waitFor } from "./zmq-helpers.js";
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000) {
@@ -29,9 +29,6 @@ const BLOCK = 16;
 const tokens = (n: number, from: number) => Array.from({ length: n * BLOCK }, (_, i) => from + i);
 const HELD = tokens(4, 500);
 const NEW_PROMPT = tokens(6, 9000);
-
-// biome-ignore lint/suspicious/noExplicitAny: JSON read in assertions only
-type Json = Record<string, any>;
 
 const stored = (hashes: bigint[], tokenIds: number[], parent: bigint | null = null) => ({
   ts: 1,
@@ -75,19 +72,7 @@ describe("degraded mode when a worker's event stream breaks", () => {
       ],
     });
     cleanups.push(() => svc.close());
-    await svc.app.listen({ host: "127.0.0.1", port: 0 });
-    const address = svc.app.server.address();
-    if (address === null || typeof address === "string") throw new Error("not listening");
-    const base = `http://127.0.0.1:${address.port}`;
-    const post = async (path: string, body: unknown) =>
-      (await (
-        await fetch(`${base}${path}`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify(body),
-        })
-      ).json()) as Json;
-    const get = async (path: string) => (await (await fetch(`${base}${path}`)).json()) as Json;
+    const { base, post, get } = await listenJson(svc);
     const e0 = async () => (await get("/v1/workers")).workers[0] as Json;
     const predictedOf = (route: Json) => route.candidates[0].predicted_blocks as number;
 

@@ -98,3 +98,24 @@ export function storedFromRoot(
 export function tokens(n: number, offset = 0): number[] {
   return Array.from({ length: n }, (_, i) => i + offset);
 }
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON answers are read field by field in tests.
+export type Json = Record<string, any>;
+
+/** Listen on loopback (port 0) and return JSON helpers against the real socket. */
+export async function listenJson(svc: Service) {
+  await svc.app.listen({ host: "127.0.0.1", port: 0 });
+  const address = svc.app.server.address();
+  if (address === null || typeof address === "string") throw new Error("not listening");
+  const base = `http://127.0.0.1:${address.port}`;
+  const post = async (path: string, body: unknown) =>
+    (await (
+      await fetch(`${base}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      })
+    ).json()) as Json;
+  const get = async (path: string) => (await (await fetch(`${base}${path}`)).json()) as Json;
+  return { base, post, get };
+}
