@@ -14,6 +14,7 @@
 import type { WorkerKey } from "../protocol/worker.js";
 import { Fifo } from "../util/fifo.js";
 import { RunningTotals, ZERO_TOTALS } from "./in-flight-totals.js";
+import { advance, moveTo, type SinceQueue, type TimedEntry } from "./since-cursor.js";
 import type { InFlightAdd, InFlightTotals, InFlightUpdate } from "./types.js";
 
 export interface InFlightConfig {
@@ -31,31 +32,18 @@ export interface InFlightAddInput {
   readonly nowMs: number;
 }
 
-interface Entry {
+interface Entry extends TimedEntry {
   readonly id: string;
   readonly worker: WorkerKey;
-  readonly addedMs: number;
-  readonly prefillTokens: number;
-  readonly blocks: number;
-  pending: boolean;
-  live: boolean;
-  /** Counted in its worker's `before` totals (added at or before `sinceMs`). */
-  before: boolean;
 }
 
-interface WorkerState {
+/** This worker's entries in routing order (dead ones until compacted) and its totals. */
+interface WorkerState extends SinceQueue<Entry> {
   /** Live entries. */
   count: number;
   readonly all: RunningTotals;
-  /** Totals of live entries added at or before `sinceMs`. */
-  readonly before: RunningTotals;
   /** `all − before`, handed out by `totalsSince`. */
   readonly since: RunningTotals;
-  sinceMs: number;
-  /** This worker's entries in routing order (dead ones until compacted). */
-  queue: Entry[];
-  /** `queue[0, cursor)` were added at or before `sinceMs`. */
-  cursor: number;
   /** `queue[0, oldest)` are dead: where `dropOldest` resumes its search. */
   oldest: number;
 }
@@ -173,11 +161,7 @@ export class InFlightTracker {
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals {
     const w = this.#workers.get(worker);
     if (w === undefined) return ZERO_TOTALS;
-    if (w.sinceMs !== sinceMs) {
-      if (sinceMs < w.sinceMs) retreat(w, sinceMs);
-      w.sinceMs = sinceMs;
-      advance(w);
-    }
+    moveTo(w, sinceMs);
     return w.since.difference(w.all, w.before);
   }
 
@@ -247,28 +231,6 @@ export class InFlightTracker {
     e.live = false;
     w.count--;
     if (w.count === 0) this.#workers.delete(e.worker);
-  }
-}
-
-/** Counts into `before` the queued entries added at or before `sinceMs` not yet counted. */
-function advance(w: WorkerState): void {
-  const q = w.queue;
-  while (w.cursor < q.length && q[w.cursor]!.addedMs <= w.sinceMs) {
-    const e = q[w.cursor++]!;
-    if (!e.live) continue;
-    e.before = true;
-    w.before.add(e.pending, e.prefillTokens, e.blocks, 1);
-  }
-}
-
-/** `sinceMs` moved back (rare): entries after the new time leave `before`. */
-function retreat(w: WorkerState, sinceMs: number): void {
-  const q = w.queue;
-  while (w.cursor > 0 && q[w.cursor - 1]!.addedMs > sinceMs) {
-    const e = q[--w.cursor]!;
-    if (!e.live || !e.before) continue;
-    e.before = false;
-    w.before.add(e.pending, e.prefillTokens, e.blocks, -1);
   }
 }
 

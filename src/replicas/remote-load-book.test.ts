@@ -103,3 +103,78 @@ describe("replica wire format", () => {
     expect(decodeEntry('["r","w",-1,0,0,0,0,1]')).toBeNull();
   });
 });
+
+describe("RemoteLoadBook totalsSince against a rescan", () => {
+  /** Small deterministic PRNG (mulberry32). */
+  const rng = (seed: number) => () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+
+  it("matches a full recount after every operation, in any order of times", () => {
+    for (let run = 0; run < 40; run++) {
+      const r = rng(run + 1);
+      const b = new RemoteLoadBook({ staleAfterMs: 1e9 });
+      // Reference: every live entry with its current pending state.
+      const live = new Map<string, { replica: string; e: SharedEntry; pending: boolean }>();
+      const replicas = ["a", "b", "c"];
+      let now = 0;
+      let id = 0;
+      for (let step = 0; step < 400; step++) {
+        now += Math.floor(r() * 5);
+        const op = r();
+        const replica = replicas[Math.floor(r() * replicas.length)]!;
+        if (op < 0.5) {
+          // Peers' entries arrive late by up to 50 ms: times out of order.
+          const e = entry(`r${id++}`, now - Math.floor(r() * 50), {
+            prefillTokens: 1 + Math.floor(r() * 100),
+            blocks: 1 + Math.floor(r() * 9),
+            expiresMs: 1e12,
+            prefillEndMs: 1e12,
+          });
+          b.add(replica, e, now);
+          live.set(`${replica}/${e.id}`, { replica, e, pending: true });
+        } else if (op < 0.65 && live.size > 0) {
+          const [k, v] = [...live][Math.floor(r() * live.size)]!;
+          b.firstToken(v.replica, v.e.id);
+          live.set(k, { ...v, pending: false });
+        } else if (op < 0.8 && live.size > 0) {
+          const [k, v] = [...live][Math.floor(r() * live.size)]!;
+          b.done(v.replica, v.e.id, now);
+          live.delete(k);
+        } else if (op < 0.85) {
+          // A full read of one replica's hash: keep a random half of its entries.
+          const mine = [...live].filter(([, v]) => v.replica === replica);
+          const kept = mine.filter(() => r() < 0.5);
+          for (const [k] of mine) live.delete(k);
+          for (const [k, v] of kept) live.set(k, { ...v, pending: true });
+          b.replace(
+            replica,
+            kept.map(([, v]) => v.e),
+            now,
+          );
+        }
+        // Snapshot times move mostly forward, sometimes back.
+        const since = now - Math.floor(r() * 80);
+        const want = {
+          pendingPrefillTokens: 0,
+          pendingRequests: 0,
+          activeBlocks: 0,
+          activeRequests: 0,
+        };
+        for (const v of live.values()) {
+          if (v.e.addedMs <= since) continue;
+          if (v.pending) {
+            want.pendingPrefillTokens += v.e.prefillTokens;
+            want.pendingRequests++;
+          }
+          want.activeBlocks += v.e.blocks;
+          want.activeRequests++;
+        }
+        expect({ ...b.totalsSince(W, since) }, `run ${run} step ${step}`).toEqual(want);
+      }
+    }
+  });
+});

@@ -1,7 +1,8 @@
 /**
  * The other replicas' in-flight requests, as this replica last heard of them: per
  * replica (so one that stops speaking is forgotten as a whole), and per worker totals
- * kept incrementally so the router reads them in O(1) per candidate. No I/O: the Redis
+ * kept incrementally so the router reads them in O(1) per candidate: "routed after t"
+ * totals move a time-ordered cursor (`load/since-cursor.ts`) instead of rescanning. No I/O: the Redis
  * side (`redis-load-sync.ts`) feeds it; time is passed in.
  *
  * Staleness is bounded twice: a replica not heard from (message or heartbeat) within
@@ -11,21 +12,23 @@
 
 import { RunningTotals, ZERO_TOTALS } from "../load/in-flight-totals.js";
 import type { PredictedLoadSource } from "../load/predicted-load-source.js";
+import { advance, moveTo, type SinceQueue, type TimedEntry } from "../load/since-cursor.js";
 import type { InFlightTotals } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import type { SharedEntry } from "./wire.js";
 
-interface Entry {
+interface Entry extends TimedEntry {
   readonly e: SharedEntry;
   readonly replica: string;
-  pending: boolean;
 }
 
-interface WorkerState {
-  readonly entries: Set<Entry>;
+/** A worker's peer entries, sorted by `addedMs` (dead ones until compacted). */
+interface WorkerState extends SinceQueue<Entry> {
+  /** Live entries. */
+  count: number;
   readonly all: RunningTotals;
-  since: RunningTotals;
-  sinceMs: number;
+  /** `all − before`, handed out by `totalsSince`. */
+  readonly since: RunningTotals;
 }
 
 interface ReplicaState {
@@ -45,6 +48,8 @@ export class RemoteLoadBook implements PredictedLoadSource {
   readonly staleAfterMs: number;
   #droppedReplicas = 0;
   #expiredEntries = 0;
+  /** During `replace`: workers whose queue was appended to unsorted. */
+  #bulk: Set<WorkerState> | null = null;
 
   constructor(config: { readonly staleAfterMs: number }) {
     if (!(config.staleAfterMs > 0)) throw new RangeError("staleAfterMs must be > 0");
@@ -69,12 +74,25 @@ export class RemoteLoadBook implements PredictedLoadSource {
     const old = r.entries.get(e.id);
     if (old !== undefined) this.#remove(r, old);
     if (e.expiresMs <= nowMs) return;
-    const x: Entry = { e, replica, pending: e.pending && e.prefillEndMs > nowMs };
+    const x: Entry = {
+      e,
+      replica,
+      addedMs: e.addedMs,
+      prefillTokens: e.prefillTokens,
+      blocks: e.blocks,
+      pending: e.pending && e.prefillEndMs > nowMs,
+      live: true,
+      before: false,
+    };
     r.entries.set(e.id, x);
     const w = this.#worker(e.worker);
-    w.entries.add(x);
-    w.all.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
-    if (e.addedMs > w.sinceMs) w.since.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
+    w.count++;
+    w.all.add(x.pending, x.prefillTokens, x.blocks, 1);
+    if (this.#bulk === null) insertSorted(w, x);
+    else {
+      w.queue.push(x);
+      this.#bulk.add(w);
+    }
   }
 
   firstToken(replica: string, id: string): void {
@@ -94,7 +112,16 @@ export class RemoteLoadBook implements PredictedLoadSource {
   replace(replica: string, entries: Iterable<SharedEntry>, nowMs: number): void {
     const r = this.#replica(replica, nowMs);
     for (const x of [...r.entries.values()]) this.#remove(r, x);
-    for (const e of entries) if (!r.doneAt.has(e.id)) this.add(replica, e, nowMs);
+    // A full read re-adds a replica's older entries behind newer ones: append them all,
+    // then sort each touched worker once instead of inserting one by one.
+    const touched = new Set<WorkerState>();
+    this.#bulk = touched;
+    try {
+      for (const e of entries) if (!r.doneAt.has(e.id)) this.add(replica, e, nowMs);
+    } finally {
+      this.#bulk = null;
+    }
+    for (const w of touched) resort(w);
   }
 
   /** Forget a replica and all its requests (it left, or went silent). */
@@ -130,14 +157,8 @@ export class RemoteLoadBook implements PredictedLoadSource {
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals {
     const w = this.#workers.get(worker);
     if (w === undefined) return ZERO_TOTALS;
-    if (w.sinceMs !== sinceMs) {
-      const t = new RunningTotals();
-      for (const x of w.entries)
-        if (x.e.addedMs > sinceMs) t.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
-      w.since = t;
-      w.sinceMs = sinceMs;
-    }
-    return w.since;
+    moveTo(w, sinceMs);
+    return w.since.difference(w.all, w.before);
   }
 
   /** Replicas heard from, in-flight requests per replica, and what the bounds removed. */
@@ -178,10 +199,13 @@ export class RemoteLoadBook implements PredictedLoadSource {
     let w = this.#workers.get(worker);
     if (w === undefined) {
       w = {
-        entries: new Set(),
+        count: 0,
         all: new RunningTotals(),
+        before: new RunningTotals(),
         since: new RunningTotals(),
         sinceMs: -Infinity,
+        queue: [],
+        cursor: 0,
       };
       this.#workers.set(worker, w);
     }
@@ -191,17 +215,68 @@ export class RemoteLoadBook implements PredictedLoadSource {
   #endPrefill(x: Entry): void {
     if (!x.pending) return;
     const w = this.#workers.get(x.e.worker)!;
-    w.all.endPrefill(x.e.prefillTokens);
-    if (x.e.addedMs > w.sinceMs) w.since.endPrefill(x.e.prefillTokens);
+    w.all.endPrefill(x.prefillTokens);
+    if (x.before) w.before.endPrefill(x.prefillTokens);
     x.pending = false;
   }
 
   #remove(r: ReplicaState, x: Entry): void {
     r.entries.delete(x.e.id);
     const w = this.#workers.get(x.e.worker)!;
-    w.all.add(x.pending, x.e.prefillTokens, x.e.blocks, -1);
-    if (x.e.addedMs > w.sinceMs) w.since.add(x.pending, x.e.prefillTokens, x.e.blocks, -1);
-    w.entries.delete(x);
-    if (w.entries.size === 0) this.#workers.delete(x.e.worker);
+    w.all.add(x.pending, x.prefillTokens, x.blocks, -1);
+    if (x.before) w.before.add(x.pending, x.prefillTokens, x.blocks, -1);
+    x.live = false;
+    w.count--;
+    if (w.count === 0) this.#workers.delete(x.e.worker);
+    else if (w.queue.length > 2 * w.count + 64) compact(w);
   }
+}
+
+/**
+ * Puts `x` in time order (after entries of the same time). Peers' entries arrive nearly
+ * in order, so this is usually a push; a late one is placed by binary search. An entry
+ * at or before the cursor's time is counted in `before` at once.
+ */
+function insertSorted(w: WorkerState, x: Entry): void {
+  const q = w.queue;
+  let p = q.length;
+  if (p > 0 && q[p - 1]!.addedMs > x.addedMs) {
+    let lo = 0;
+    while (lo < p) {
+      const mid = (lo + p) >>> 1;
+      if (q[mid]!.addedMs > x.addedMs) p = mid;
+      else lo = mid + 1;
+    }
+  }
+  if (p === q.length) q.push(x);
+  else q.splice(p, 0, x);
+  if (x.addedMs <= w.sinceMs) {
+    // Every entry after the cursor is newer than sinceMs, so p ≤ cursor here.
+    w.cursor++;
+    x.before = true;
+    w.before.add(x.pending, x.prefillTokens, x.blocks, 1);
+  }
+}
+
+/** Sorts a worker's live entries by time and recounts `before` from scratch. */
+function resort(w: WorkerState): void {
+  const q = w.queue.filter((x) => x.live).sort((a, b) => a.addedMs - b.addedMs);
+  w.before.difference(ZERO_TOTALS, ZERO_TOTALS);
+  for (const x of q) x.before = false;
+  w.queue = q;
+  w.cursor = 0;
+  advance(w);
+}
+
+/** Drops dead entries from the queue (amortised: only when it is half dead). */
+function compact(w: WorkerState): void {
+  let cursor = 0;
+  const live: Entry[] = [];
+  for (const [i, x] of w.queue.entries()) {
+    if (!x.live) continue;
+    if (i < w.cursor) cursor++;
+    live.push(x);
+  }
+  w.queue = live;
+  w.cursor = cursor;
 }
