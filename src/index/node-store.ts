@@ -117,11 +117,20 @@ export class NodeStore {
   /**
    * The core of findMatches (see match-buffer.ts for the answer's shape): the first key's
    * holder list is copied in one piece (filtered only while `skip` flags retired slots),
-   * then each further key's holders advance the runs of the workers still matching,
-   * found by binary search in the previous level's sorted list. Stops at the first
-   * missing key or at a block no worker extends. Allocates nothing once `out` has grown.
+   * then the second key's holders that hold the first start the deep list (binary
+   * search in the sorted copy), and each further key's holders advance the deep runs,
+   * kept meanwhile in the per-slot columns `gpu`/`host`/`disk` (zero for live slots on
+   * entry and on return). Stops at the first missing key or at a block no worker
+   * extends. Allocates nothing once `out` has grown.
    */
-  matchInto(keys: Uint32Array, out: MatchBuffer, skip: Uint8Array | null): void {
+  matchInto(
+    keys: Uint32Array,
+    out: MatchBuffer,
+    skip: Uint8Array | null,
+    gpu: Int32Array,
+    host: Int32Array,
+    disk: Int32Array,
+  ): void {
     const n = keys.length >>> 1;
     out.blocks = n;
     out.count = 0;
@@ -189,28 +198,43 @@ export class NodeStore {
       deep++;
     }
     out.deepCount = deep;
-    // Further blocks: merge each holder list with the deep list (both by slot).
-    for (let i = 2; i < n && deep > 0; i++) {
+    if (deep === 0 || n < 3) return;
+    // Further blocks: the runs live in the per-slot scratch columns (zero between calls)
+    // so that each level costs one check per holder, as long as some run advances.
+    for (let j = 0; j < deep; j++) {
+      const w = dSlot[j]!;
+      gpu[w] = dGpu[j]!;
+      host[w] = dHost[j]!;
+      disk[w] = 2;
+    }
+    for (let i = 2; i < n; i++) {
       const node = this.find(keys[2 * i]!, keys[2 * i + 1]!);
-      if (node < 0) return;
+      if (node < 0) break;
       const r = node * STRIDE;
       const count = rec[r + COUNT]!;
       const base = rec[r + HOLDER]!;
       let advanced = false;
-      let p = 0;
-      for (let k = 0; k < count && p < deep; k++) {
+      for (let k = 0; k < count; k++) {
         const x = count === 1 ? base : words[base + k]!;
         const w = x >>> 4;
-        while (p < deep && dSlot[p]! < w) p++;
-        if (p === deep || dSlot[p] !== w || dDisk[p] !== i) continue;
-        dDisk[p] = i + 1;
+        if (disk[w] !== i) continue; // not deep, or its run already ended
+        disk[w] = i + 1;
         advanced = true;
-        if ((x & 3) !== 0 && dHost[p] === i) {
-          dHost[p] = i + 1;
-          if ((x & 1) !== 0 && dGpu[p] === i) dGpu[p] = i + 1;
+        if ((x & 3) !== 0 && host[w] === i) {
+          host[w] = i + 1;
+          if ((x & 1) !== 0 && gpu[w] === i) gpu[w] = i + 1;
         }
       }
-      if (!advanced) return;
+      if (!advanced) break;
+    }
+    for (let j = 0; j < deep; j++) {
+      const w = dSlot[j]!;
+      dGpu[j] = gpu[w]!;
+      dHost[j] = host[w]!;
+      dDisk[j] = disk[w]!;
+      gpu[w] = 0;
+      host[w] = 0;
+      disk[w] = 0;
     }
   }
 

@@ -371,7 +371,9 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
    * holder list, not a step per holder and level. Returns `out`.
    */
   matchInto(keys: BlockKeySeq, out: MatchBuffer): MatchBuffer {
-    this.#nodes.matchInto(keys, out, this.#zombies.length > 0 ? this.#retired : null);
+    const w = this.#workers;
+    const skip = this.#zombies.length > 0 ? this.#retired : null;
+    this.#nodes.matchInto(keys, out, skip, w.gpuRun, w.hostRun, w.diskRun);
     return out;
   }
 
