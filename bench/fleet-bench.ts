@@ -48,14 +48,22 @@ import { fileURLToPath } from "node:url";
 import { computeBlockKeys } from "../src/index/block-key.js";
 import { MatchBuffer } from "../src/index/match-buffer.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
-import type { BlockKeySeq } from "../src/index/types.js";
+import type {
+  BlockKeySeq,
+  HashWords,
+  RemovedWords,
+  StoredWords,
+  TokenWords,
+} from "../src/index/types.js";
 import { InFlightTracker } from "../src/load/in-flight.js";
 import { LoadTracker } from "../src/load/load-tracker.js";
 import { WorkerRegistry } from "../src/load/worker-registry.js";
-import { engineHashFromSafeInt } from "../src/protocol/engine-hash.js";
+import { type EngineBlockHash, engineHashFromSafeInt } from "../src/protocol/engine-hash.js";
+import type { KvEvent } from "../src/protocol/events.js";
+import type { WorkerKey } from "../src/protocol/worker.js";
 import { Router } from "../src/router.js";
 import { DEFAULT_SCHEDULER_CONFIG } from "../src/scheduler/defaults.js";
-import { blockTokens, type FleetOp, fleetOps, loadTrace, workerKeyOf } from "./fleet-workload.js";
+import { blockTokens, fleetOps, loadTrace, workerKeyOf } from "./fleet-workload.js";
 
 const SELF = fileURLToPath(import.meta.url);
 const SHAPE = process.env.FLEET_BENCH_SHAPE ?? "dynamo";
@@ -72,6 +80,11 @@ const GPU_BLOCKS = Number(
   process.env.FLEET_BENCH_GPU_BLOCKS ?? (SHAPE === "dynamo" ? 16384 : 1024),
 );
 const OBJECTS = process.env.FLEET_BENCH_LOOKUP === "objects";
+/** Events as the service applies them: `strings` = `applyEvent`, `words` = the tapes' path. */
+const EVENTS = process.env.FLEET_BENCH_EVENTS ?? "words";
+if (EVENTS !== "words" && EVENTS !== "strings") {
+  throw new Error(`FLEET_BENCH_EVENTS must be words or strings, got ${EVENTS}`);
+}
 /** Output tokens per decode block (Dynamo's default block size); 0 = none. */
 const DECODE_TOKENS = Number(process.env.FLEET_BENCH_DECODE_TOKENS ?? 128);
 const BLOCK_SIZE = 16;
@@ -88,6 +101,8 @@ interface RunResult {
   events: number;
   ops_per_s: number;
   wall_ops_per_s: number;
+  /** Ops per second of the process's CPU time over the timed loop (all threads). */
+  cpu_ops_per_s: number;
   lookup_busy_ms: number;
   event_busy_ms: number;
   p50_us: number;
@@ -120,6 +135,63 @@ function heapMb(): number {
   return (m.heapUsed + m.arrayBuffers) / 2 ** 20;
 }
 
+/**
+ * An event as the decode thread hands it to the index (`src/ingest/tape-apply.ts`):
+ * 64-bit hashes as word pairs, tokens as words, no strings. Built before the clock.
+ */
+interface StoredTape {
+  readonly kind: "stored";
+  readonly ev: StoredWords;
+}
+interface RemovedTape {
+  readonly kind: "removed";
+  readonly ev: RemovedWords;
+}
+type WordsEvent = StoredTape | RemovedTape;
+/** Op kinds in the schedule's kind column. */
+const LOOKUP = 0;
+const STORED = 1;
+const REMOVED = 2;
+const STRING_EVENT = 3;
+
+function hashWords(hashes: readonly EngineBlockHash[], parent: EngineBlockHash | null): HashWords {
+  const all = parent === null ? hashes : [parent, ...hashes];
+  const words = new Uint32Array(2 * all.length) as HashWords;
+  all.forEach((h, i) => {
+    words[2 * i] = Number.parseInt(h.slice(0, 8), 16);
+    words[2 * i + 1] = Number.parseInt(h.slice(8, 16), 16);
+  });
+  return words;
+}
+
+function wordsOf(event: KvEvent): WordsEvent {
+  if (event.type === "stored") {
+    const p = event.parentHash;
+    return {
+      kind: "stored",
+      ev: {
+        hashes: hashWords(event.blockHashes, p),
+        first: p === null ? 0 : 1,
+        count: event.blockHashes.length,
+        tier: event.tier,
+        parentPair: p === null ? -1 : 0,
+        tokens: Uint32Array.from(event.tokenIds) as TokenWords,
+        tokenOffset: 0,
+        tokenCount: event.tokenIds.length,
+        blockSize: event.blockSize,
+        loraName: event.loraName,
+        loraId: event.loraId,
+      },
+    };
+  }
+  if (event.type !== "removed") throw new Error(`no ${event.type} events in this workload`);
+  const hashes = hashWords(event.blockHashes, null);
+  return {
+    kind: "removed",
+    ev: { hashes, first: 0, count: event.blockHashes.length, tier: event.tier },
+  };
+}
+
 /** Unique workers, replicas of each and trace copies for a fleet of `workers`. */
 function plan(workers: number, traceLength: number) {
   if (SHAPE === "disjoint") {
@@ -139,38 +211,101 @@ function runChild(workers: number): RunResult {
   const { unique, replicas, copies } = plan(workers, trace.length);
   const index = new RadixTreeIndex({ blockSize: BLOCK_SIZE });
   const buf = new MatchBuffer();
-  const lookupUs: number[] = [];
-  const eventUs: number[] = [];
-  // Generated before the clock starts (as Dynamo does), so the timed loop allocates
-  // nothing of the workload's and its garbage collections are the index's own.
-  let ops: FleetOp[] | null = [
-    ...fleetOps(trace, {
-      uniqueWorkers: unique,
-      replicas,
-      copies,
-      decodeTokensPerBlock: SHAPE === "dynamo" ? DECODE_TOKENS : 0,
-      gpuBlocks: GPU_BLOCKS,
-      blockSize: BLOCK_SIZE,
-      seed: 42,
-    }),
-  ];
+  // Generated before the clock starts (as Dynamo does) into flat arrays: one typed-array
+  // row per op and one object per distinct prompt or event (replicas share them), so the
+  // heap the timed loop runs beside is small and its garbage collections cost what they
+  // would in the service. The timed loop allocates nothing of its own.
+  const keyList: BlockKeySeq[] = [];
+  const eventList: KvEvent[] = [];
+  const tapeList: WordsEvent[] = [];
+  const workerList: WorkerKey[] = [];
+  const keyIds = new Map<BlockKeySeq, number>();
+  const eventIds = new Map<KvEvent, number>();
+  const workerIds = new Map<WorkerKey, number>();
+  const kindCol: number[] = [];
+  const refCol: number[] = [];
+  const workerCol: number[] = [];
+  for (const op of fleetOps(trace, {
+    uniqueWorkers: unique,
+    replicas,
+    copies,
+    decodeTokensPerBlock: SHAPE === "dynamo" ? DECODE_TOKENS : 0,
+    gpuBlocks: GPU_BLOCKS,
+    blockSize: BLOCK_SIZE,
+    seed: 42,
+  })) {
+    if (op.kind === "lookup") {
+      let k = keyIds.get(op.keys);
+      if (k === undefined) {
+        k = keyList.push(op.keys) - 1;
+        keyIds.set(op.keys, k);
+      }
+      kindCol.push(LOOKUP);
+      refCol.push(k);
+      workerCol.push(-1);
+      continue;
+    }
+    let w = workerIds.get(op.worker);
+    if (w === undefined) {
+      w = workerList.push(op.worker) - 1;
+      workerIds.set(op.worker, w);
+    }
+    let e = eventIds.get(op.event);
+    if (e === undefined) {
+      if (EVENTS === "strings") e = eventList.push(op.event) - 1;
+      else e = tapeList.push(wordsOf(op.event)) - 1;
+      eventIds.set(op.event, e);
+    }
+    kindCol.push(
+      EVENTS === "strings" ? STRING_EVENT : tapeList[e]!.kind === "stored" ? STORED : REMOVED,
+    );
+    refCol.push(e);
+    workerCol.push(w);
+  }
+  keyIds.clear();
+  eventIds.clear();
+  const kinds = Uint8Array.from(kindCol);
+  const refs = Int32Array.from(refCol);
+  const opWorkers = Int32Array.from(workerCol);
+  kindCol.length = 0;
+  refCol.length = 0;
+  workerCol.length = 0;
+  let nLookups = 0;
+  for (let i = 0; i < kinds.length; i++) if (kinds[i] === LOOKUP) nLookups++;
+  const lookupUs = new Float64Array(nLookups);
+  const eventUs = new Float64Array(kinds.length - nLookups);
+  let li = 0;
+  let ei = 0;
   (globalThis as { gc?: () => void }).gc?.();
   let busyMs = 0;
   let lookupMs = 0;
   const wall0 = performance.now();
-  for (const op of ops) {
+  const cpu0 = process.cpuUsage();
+  for (let i = 0; i < kinds.length; i++) {
+    const kind = kinds[i]!;
+    const ref = refs[i]!;
     const t0 = performance.now();
-    if (op.kind === "lookup") {
-      if (OBJECTS) index.findMatches(op.keys);
-      else index.matchInto(op.keys, buf);
-    } else index.applyEvent(op.worker, op.event);
+    if (kind === LOOKUP) {
+      if (OBJECTS) index.findMatches(keyList[ref]!);
+      else index.matchInto(keyList[ref]!, buf);
+    } else if (kind === STORED) {
+      index.applyStoredWords(workerList[opWorkers[i]!]!, (tapeList[ref] as StoredTape).ev);
+    } else if (kind === REMOVED) {
+      index.applyRemovedWords(workerList[opWorkers[i]!]!, (tapeList[ref] as RemovedTape).ev);
+    } else index.applyEvent(workerList[opWorkers[i]!]!, eventList[ref]!);
     const dt = performance.now() - t0;
     busyMs += dt;
-    if (op.kind === "lookup") lookupMs += dt;
-    (op.kind === "lookup" ? lookupUs : eventUs).push(dt * 1000);
+    if (kind === LOOKUP) {
+      lookupMs += dt;
+      lookupUs[li++] = dt * 1000;
+    } else eventUs[ei++] = dt * 1000;
   }
   const wallMs = performance.now() - wall0;
-  ops = null;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuMs = (cpu.user + cpu.system) / 1000;
+  keyList.length = 0;
+  eventList.length = 0;
+  tapeList.length = 0;
   const heap = heapMb();
   const stats = index.stats();
 
@@ -237,8 +372,8 @@ function runChild(workers: number): RunResult {
     if (r.ok) inFlight.done(r.decision.requestId, now);
   }, n);
 
-  const lk = Float64Array.from(lookupUs).sort();
-  const ev = Float64Array.from(eventUs).sort();
+  const lk = lookupUs.sort();
+  const ev = eventUs.sort();
   const total = lk.length + ev.length;
   return {
     workers,
@@ -249,6 +384,7 @@ function runChild(workers: number): RunResult {
     events: ev.length,
     ops_per_s: Math.round(total / (busyMs / 1000)),
     wall_ops_per_s: Math.round(total / (wallMs / 1000)),
+    cpu_ops_per_s: Math.round(total / (cpuMs / 1000)),
     lookup_busy_ms: Math.round(lookupMs),
     event_busy_ms: Math.round(busyMs - lookupMs),
     p50_us: +pct(lk, 0.5).toFixed(1),
@@ -279,7 +415,7 @@ if (child >= 0) {
     console.log("(full trace missing: traces/README.md says how to fetch it; using the 2k slice)");
   }
   console.log(
-    "workers  unique×rep  lookups/events  ops/s(busy)  ops/s(wall)  lookup p50/p99 µs  event p99 µs  heap MB  | lookup µs: 1 holder / miss / shared (holders), shared as objects | route µs",
+    "workers  unique×rep  lookups/events  ops/s(busy)  ops/s(wall)   ops/s(cpu)  lookup p50/p99 µs  event p99 µs  heap MB  | lookup µs: 1 holder / miss / shared (holders), shared as objects | route µs",
   );
   for (const w of sizes) {
     const run = spawnSync(
@@ -291,7 +427,7 @@ if (child >= 0) {
     const r = JSON.parse(run.stdout.trim().split("\n").pop()!) as RunResult;
     results.push(r);
     console.log(
-      `${String(w).padStart(7)}  ${`${r.unique_workers}×${r.replicas}`.padStart(9)}  ${`${r.lookups}/${r.events}`.padStart(14)}  ${String(r.ops_per_s).padStart(11)}  ${String(r.wall_ops_per_s).padStart(11)}  ${`${r.p50_us} / ${r.p99_us}`.padStart(17)}  ${String(r.event_p99_us).padStart(12)}  ${String(r.heap_mb).padStart(7)}  | ${r.probe_one_holder_us} / ${r.probe_miss_us} / ${r.probe_shared_us} (${r.probe_shared_holders}), ${r.probe_shared_objects_us} | ${r.route_one_holder_us}`,
+      `${String(w).padStart(7)}  ${`${r.unique_workers}×${r.replicas}`.padStart(9)}  ${`${r.lookups}/${r.events}`.padStart(14)}  ${String(r.ops_per_s).padStart(11)}  ${String(r.wall_ops_per_s).padStart(11)}  ${String(r.cpu_ops_per_s).padStart(11)}  ${`${r.p50_us} / ${r.p99_us}`.padStart(17)}  ${String(r.event_p99_us).padStart(12)}  ${String(r.heap_mb).padStart(7)}  | ${r.probe_one_holder_us} / ${r.probe_miss_us} / ${r.probe_shared_us} (${r.probe_shared_holders}), ${r.probe_shared_objects_us} | ${r.route_one_holder_us}`,
     );
   }
   const last = results[results.length - 1]!;
