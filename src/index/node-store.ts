@@ -13,6 +13,10 @@
  * prompt were a linear scan per stored event), and `matchInto` merges a prompt's levels
  * without per-lookup marks. One holder is stored inline; two or more live in a
  * `HolderPool` chunk that the record points to.
+ *
+ * Long file: the lookup walk (`matchInto`) reads the records and holder chunks directly,
+ * word by word, in the loop that dominates lookups; moved out, it would need the record
+ * layout and pool internals exported for one caller.
  */
 
 import { chunkSize, HolderPool } from "./holder-pool.js";
