@@ -2,8 +2,8 @@
  * Fleet benchmark (`npm run bench:fleet`): the prefix index with thousands of workers,
  * in the shape of Dynamo's indexer benchmark (ai-dynamo/dynamo
  * `lib/bench/kv_router/mooncake_bench.rs` with `common/mod.rs` and `common/args.rs`,
- * formerly `lib/kv-router/benches/`; its results and commands in
- * `lib/kv-router/SHARDING_BENCHMARK_RESULTS.md`; read 2026-11-23): events
+ * formerly `lib/kv-router/benches/`; its commands and results in
+ * `lib/kv-router/BENCH_SETUP.md` and `SHARDING_BENCHMARK_RESULTS.md`; read 2026-11-23): events
  * (`applyEvent`) and route lookups mixed in trace order, one thread. Like Dynamo, ops =
  * lookups + events, and the p99 is the lookups' (Dynamo times `find_matches` only).
  *
