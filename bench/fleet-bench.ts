@@ -437,6 +437,7 @@ if (child >= 0) {
       shape: SHAPE,
       workers: last.workers,
       ops_per_s: last.ops_per_s,
+      cpu_ops_per_s: last.cpu_ops_per_s,
       p99_us: last.p99_us,
       heap_mb: last.heap_mb,
       runs: results,
