@@ -1,10 +1,19 @@
 /**
  * The fleet benchmark's workload, in the shape of Dynamo's indexer benchmark
- * (ai-dynamo/dynamo `lib/kv-router/benches/mooncake_bench.rs` and `common/mod.rs`, read
- * 2026-11-23): the Mooncake trace's requests, duplicated into hash-disjoint copies until
- * there are enough for the fleet, partitioned at random over the workers; each worker
- * runs a prefix cache of `gpuBlocks` blocks (LRU), so each request becomes one lookup on
- * the router side, then a `stored` event for the blocks its worker did not hold and a
+ * (ai-dynamo/dynamo `lib/bench/kv_router/mooncake_bench.rs`, `common/mod.rs`,
+ * `common/args.rs`, formerly `lib/kv-router/benches/`; read 2026-11-23). Dynamo:
+ * 1. `trace_duplication_factor` hash-disjoint copies of the trace (copy d adds
+ *    d × (max hash_id + 1) to every id; default 1 = the trace as is);
+ * 2. the requests partitioned at random over `num_unique_inference_workers` (default
+ *    1,000), each unique worker's mock engine producing its KV events;
+ * 3. `-d` (`inference_worker_duplication_factor`) replicas of every unique worker replay
+ *    the *same* requests and the *same* events (same hashes) under distinct worker ids:
+ *    its 7,000-worker figures are 1,000 unique workers × `-d 7`, so every replica of a
+ *    worker holds what the worker holds, and the conversation trace's first block (in
+ *    every request) ends up held by nearly the whole fleet.
+ * Here: `copies`, `uniqueWorkers` and `replicas` mean the same; each unique worker is a
+ * prefix cache of `gpuBlocks` blocks (LRU), so each request becomes, for each replica,
+ * one lookup, then a `stored` event per run of blocks the worker did not hold and a
  * `removed` event for what that evicted. One trace `hash_id` = one block; its tokens are
  * derived from the id (same id → same tokens), as Dynamo does.
  */
@@ -20,6 +29,7 @@ import { seededRng } from "../src/util/rng.js";
 export interface TraceRequest {
   readonly timestamp: number;
   readonly hashIds: readonly number[];
+  readonly outputLength: number;
 }
 
 export function loadTrace(path: string): TraceRequest[] {
@@ -27,8 +37,8 @@ export function loadTrace(path: string): TraceRequest[] {
     .split("\n")
     .filter((l) => l.trim() !== "")
     .map((l) => {
-      const r = JSON.parse(l) as { timestamp: number; hash_ids: number[] };
-      return { timestamp: r.timestamp, hashIds: r.hash_ids };
+      const r = JSON.parse(l) as { timestamp: number; hash_ids: number[]; output_length?: number };
+      return { timestamp: r.timestamp, hashIds: r.hash_ids, outputLength: r.output_length ?? 0 };
     });
 }
 
@@ -37,8 +47,19 @@ export type FleetOp =
   | { readonly kind: "event"; readonly worker: WorkerKey; readonly event: KvEvent };
 
 export interface FleetWorkloadOptions {
-  readonly workers: number;
-  readonly requests: number;
+  /** Workers simulated (each its own cache and events): Dynamo's unique workers. */
+  readonly uniqueWorkers: number;
+  /** Worker ids per unique worker, replaying its requests and events (Dynamo's `-d`). */
+  readonly replicas: number;
+  /** Hash-disjoint copies of the trace (Dynamo's `--trace-duplication-factor`). */
+  readonly copies: number;
+  /**
+   * Output tokens per decode block (0 = no decode blocks). Dynamo's mock engine stores
+   * the blocks a request's output fills, one `stored` event per block as it completes,
+   * at its block size (default 128 tokens); with the prompt's event that is ~3.2 events
+   * per request on the conversation trace, as in its published op counts.
+   */
+  readonly decodeTokensPerBlock: number;
   readonly gpuBlocks: number;
   readonly blockSize: number;
   readonly seed: number;
@@ -64,34 +85,43 @@ export function* fleetOps(
   const rand = seededRng(o.seed);
   let maxId = 0;
   for (const r of trace) for (const h of r.hashIds) if (h > maxId) maxId = h;
-  const copies = Math.ceil(o.requests / trace.length);
-  const caches = Array.from({ length: o.workers }, () => new Map<number, true>());
-  let emitted = 0;
+  const caches = Array.from({ length: o.uniqueWorkers }, () => new Map<number, true>());
+  const keysOf = Array.from({ length: o.replicas }, (_, r) =>
+    Array.from({ length: o.uniqueWorkers }, (_, u) => workerKeyOf(u + r * o.uniqueWorkers)),
+  );
+  // Decode blocks get ids past every copy's: unique per request, held by nobody else.
+  let nextDecodeId = o.copies * (maxId + 1);
   for (const r of trace) {
-    for (let d = 0; d < copies && emitted < o.requests; d++, emitted++) {
+    for (let d = 0; d < o.copies; d++) {
+      const prompt = r.hashIds.length;
+      const decode =
+        o.decodeTokensPerBlock > 0 ? Math.floor(r.outputLength / o.decodeTokensPerBlock) : 0;
       const ids = r.hashIds.map((h) => h + d * (maxId + 1));
-      const w = Math.floor(rand() * o.workers);
+      for (let j = 0; j < decode; j++) ids.push(nextDecodeId++);
+      const w = Math.floor(rand() * o.uniqueWorkers);
       const tokens: number[] = [];
       for (const id of ids) blockTokens(id, o.blockSize, tokens);
-      yield { kind: "lookup", keys: computeBlockKeys(tokens, o.blockSize, null), worker: w };
+      const keys = computeBlockKeys(tokens.slice(0, prompt * o.blockSize), o.blockSize, null);
       // The worker serves it: leading blocks it holds are hits, the rest are stored.
       const cache = caches[w]!;
       let held = 0;
-      while (held < ids.length && cache.has(ids[held]!)) held++;
+      while (held < prompt && cache.has(ids[held]!)) held++;
       for (let i = 0; i < held; i++) {
         cache.delete(ids[i]!);
         cache.set(ids[i]!, true);
       }
-      if (held === ids.length) continue;
-      // Runs of blocks the worker lacks, each stored under the block before it (a block
-      // still cached past a gap is not announced twice, as vLLM does not).
+      const events: KvEvent[] = [];
+      // Runs of prompt blocks the worker lacks, each stored under the block before it (a
+      // block still cached past a gap is not announced twice, as vLLM does not); then
+      // each decode block alone, as the output fills it.
       const runs: [number, number][] = [];
-      for (let i = held; i < ids.length; i++) {
+      for (let i = held; i < prompt; i++) {
         if (cache.has(ids[i]!)) continue;
         const last = runs[runs.length - 1];
         if (last !== undefined && last[1] === i) last[1] = i + 1;
         else runs.push([i, i + 1]);
       }
+      for (let i = prompt; i < ids.length; i++) runs.push([i, i + 1]);
       for (let i = held; i < ids.length; i++) {
         cache.delete(ids[i]!);
         cache.set(ids[i]!, true);
@@ -102,30 +132,27 @@ export function* fleetOps(
         cache.delete(id);
         evicted.push(engineHashFromSafeInt(id + 1));
       }
-      const key = workerKeyOf(w);
       for (const [a, b] of runs) {
-        yield {
-          kind: "event",
-          worker: key,
-          event: {
-            type: "stored",
-            blockHashes: ids.slice(a, b).map((id) => engineHashFromSafeInt(id + 1)),
-            parentHash: a === 0 ? null : engineHashFromSafeInt(ids[a - 1]! + 1),
-            tokenIds: tokens.slice(a * o.blockSize, b * o.blockSize),
-            blockSize: o.blockSize,
-            loraId: null,
-            loraName: null,
-            medium: "GPU",
-            tier: "gpu",
-          },
-        };
+        events.push({
+          type: "stored",
+          blockHashes: ids.slice(a, b).map((id) => engineHashFromSafeInt(id + 1)),
+          parentHash: a === 0 ? null : engineHashFromSafeInt(ids[a - 1]! + 1),
+          tokenIds: tokens.slice(a * o.blockSize, b * o.blockSize),
+          blockSize: o.blockSize,
+          loraId: null,
+          loraName: null,
+          medium: "GPU",
+          tier: "gpu",
+        });
       }
       if (evicted.length > 0) {
-        yield {
-          kind: "event",
-          worker: key,
-          event: { type: "removed", blockHashes: evicted, medium: "GPU", tier: "gpu" },
-        };
+        events.push({ type: "removed", blockHashes: evicted, medium: "GPU", tier: "gpu" });
+      }
+      // Every replica asks for the prompt, then announces what its (identical) cache did.
+      for (let rep = 0; rep < o.replicas; rep++) {
+        yield { kind: "lookup", keys, worker: w + rep * o.uniqueWorkers };
+        const key = keysOf[rep]![w]!;
+        for (const event of events) yield { kind: "event", worker: key, event };
       }
     }
   }

@@ -8,11 +8,19 @@
  * by its key alone: the tree links (parent, child count) only serve pruning.
  *
  * Holders: each node lists the workers holding it as packed words
- * `worker << 4 | flags` (tier bits, alias bit; see `radix-tree.ts`). One holder is stored
- * inline; two or more live in a `HolderPool` chunk that the record points to.
+ * `worker << 4 | flags` (tier bits, alias bit; see `radix-tree.ts`), sorted by worker
+ * slot: a holder is found by binary search (the 7,000 holders of a fleet-wide system
+ * prompt were a linear scan per stored event), and `matchInto` merges a prompt's levels
+ * without per-lookup marks. One holder is stored inline; two or more live in a
+ * `HolderPool` chunk that the record points to.
+ *
+ * Long file: the lookup walk (`matchInto`) reads the records and holder chunks directly,
+ * word by word, in the loop that dominates lookups; moved out, it would need the record
+ * layout and pool internals exported for one caller.
  */
 
 import { chunkSize, HolderPool } from "./holder-pool.js";
+import type { MatchBuffer } from "./match-buffer.js";
 import { bufferFor, copyInto, RecordPool } from "./record-pool.js";
 import { SlotTable, TOMB } from "./slot-table.js";
 
@@ -111,63 +119,142 @@ export class NodeStore {
   }
 
   /**
-   * The core of findMatches: walks `keys` from the root and, per worker slot, advances
-   * the runs of leading blocks held in GPU (`gpu`), GPU or host (`host`) and any tier
-   * (`disk`). The runs must be zero for every live worker on entry (a retired slot's
-   * disk run is −1, so it never advances). Writes the slots that hold the first block
-   * to `touched` (one each; only they can advance later) and returns how many.
-   * Stops at the first missing key or at a block no worker can extend. Reads only the
-   * holder lists of the nodes on the path; allocates nothing.
+   * The core of findMatches (see match-buffer.ts for the answer's shape): the first key's
+   * holder list is copied in one piece (filtered only while `skip` flags retired slots),
+   * then the second key's holders that hold the first start the deep list (binary
+   * search in the sorted copy), and each further key's holders advance the deep runs,
+   * kept meanwhile in the per-slot columns `gpu`/`host`/`disk` (zero for live slots on
+   * entry and on return). Stops at the first missing key or at a block no worker
+   * extends. Allocates nothing once `out` has grown.
    */
-  matchRuns(
+  matchInto(
     keys: Uint32Array,
+    out: MatchBuffer,
+    skip: Uint8Array | null,
     gpu: Int32Array,
     host: Int32Array,
     disk: Int32Array,
-    touched: Int32Array,
-  ): number {
+  ): void {
+    const n = keys.length >>> 1;
+    out.blocks = n;
+    out.count = 0;
+    out.deepCount = 0;
+    if (n === 0) return;
+    const node0 = this.find(keys[0]!, keys[1]!);
+    if (node0 < 0) return;
     const rec = this.#records.rec;
     const words = this.pool.words;
-    const n = keys.length >>> 1;
-    let listed = 0;
-    for (let i = 0; i < n; i++) {
+    const r0 = node0 * STRIDE;
+    const count0 = rec[r0 + COUNT]!;
+    const base0 = rec[r0 + HOLDER]!;
+    const first = out.reserveFirst(count0);
+    let c = 0;
+    if (count0 === 1) {
+      if (skip === null || skip[base0 >>> 4] === 0) first[c++] = base0;
+    } else if (skip === null) {
+      first.set(words.subarray(base0, base0 + count0));
+      c = count0;
+    } else {
+      for (let k = 0; k < count0; k++) {
+        const x = words[base0 + k]!;
+        if (skip[x >>> 4] === 0) first[c++] = x;
+      }
+    }
+    out.count = c;
+    if (c === 0 || n < 2) return;
+    // Second block: its holders that hold the first one start the deep list.
+    const node1 = this.find(keys[2]!, keys[3]!);
+    if (node1 < 0) return;
+    const r1 = node1 * STRIDE;
+    const count1 = rec[r1 + COUNT]!;
+    const base1 = rec[r1 + HOLDER]!;
+    out.reserveDeep(count1);
+    const dSlot = out.deepSlot;
+    const dGpu = out.deepGpu;
+    const dHost = out.deepHost;
+    const dDisk = out.deepDisk;
+    let deep = 0;
+    let lo = 0;
+    for (let k = 0; k < count1; k++) {
+      const x = count1 === 1 ? base1 : words[base1 + k]!;
+      const w = x >>> 4;
+      // Both lists are sorted by slot: search only past the previous hit.
+      let hi = c;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (first[mid]! >>> 4 < w) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo >= c) break;
+      const y = first[lo]!;
+      if (y >>> 4 !== w) continue;
+      // Tier bits: 1 = GPU, 2 = host, 4 = disk; gpu ≤ host ≤ disk always holds.
+      let h = (y & 3) !== 0 ? 1 : 0;
+      let g = (y & 1) !== 0 ? 1 : 0;
+      if ((x & 3) !== 0 && h === 1) {
+        h = 2;
+        if ((x & 1) !== 0 && g === 1) g = 2;
+      }
+      dSlot[deep] = w;
+      dGpu[deep] = g;
+      dHost[deep] = h;
+      dDisk[deep] = 2;
+      deep++;
+    }
+    out.deepCount = deep;
+    if (deep === 0 || n < 3) return;
+    // Further blocks: the runs live in the per-slot scratch columns (zero between calls)
+    // so that each level costs one check per holder, as long as some run advances.
+    for (let j = 0; j < deep; j++) {
+      const w = dSlot[j]!;
+      gpu[w] = dGpu[j]!;
+      host[w] = dHost[j]!;
+      disk[w] = 2;
+    }
+    for (let i = 2; i < n; i++) {
       const node = this.find(keys[2 * i]!, keys[2 * i + 1]!);
-      if (node < 0) return listed;
+      if (node < 0) break;
       const r = node * STRIDE;
       const count = rec[r + COUNT]!;
       const base = rec[r + HOLDER]!;
       let advanced = false;
       for (let k = 0; k < count; k++) {
-        const word = count === 1 ? base : words[base + k]!;
-        const w = word >>> 4;
-        if (disk[w] !== i) continue; // a gap earlier: this worker's prefix already ended
+        const x = count === 1 ? base : words[base + k]!;
+        const w = x >>> 4;
+        if (disk[w] !== i) continue; // not deep, or its run already ended
         disk[w] = i + 1;
-        if (i === 0) touched[listed++] = w;
         advanced = true;
-        // Tier bits: 1 = GPU, 2 = host, 4 = disk; gpu ≤ host ≤ disk always holds.
-        if ((word & 3) !== 0 && host[w] === i) {
+        if ((x & 3) !== 0 && host[w] === i) {
           host[w] = i + 1;
-          if ((word & 1) !== 0 && gpu[w] === i) gpu[w] = i + 1;
+          if ((x & 1) !== 0 && gpu[w] === i) gpu[w] = i + 1;
         }
       }
-      if (!advanced) return listed;
+      if (!advanced) break;
     }
-    return listed;
+    for (let j = 0; j < deep; j++) {
+      const w = dSlot[j]!;
+      dGpu[j] = gpu[w]!;
+      dHost[j] = host[w]!;
+      dDisk[j] = disk[w]!;
+      gpu[w] = 0;
+      host[w] = 0;
+      disk[w] = 0;
+    }
   }
 
   holderCount(n: number): number {
     return this.#records.rec[n * STRIDE + COUNT]!;
   }
 
-  /** Index of worker `w` among the holders of `n`, or −1. */
+  /** Index of worker `w` among the holders of `n` (sorted by slot), or −1. */
   holderIndex(n: number, w: number): number {
     const r = n * STRIDE;
     const count = this.#records.rec[r + COUNT]!;
     const base = this.#records.rec[r + HOLDER]!;
     if (count === 1) return base >>> 4 === w ? 0 : -1;
-    const words = this.pool.words;
-    for (let k = 0; k < count; k++) if (words[base + k]! >>> 4 === w) return k;
-    return -1;
+    if (count === 0) return -1;
+    const k = lowerBound(this.pool.words, base, count, w);
+    return k < count && this.pool.words[base + k]! >>> 4 === w ? k : -1;
   }
 
   holderWord(n: number, k: number): number {
@@ -182,6 +269,7 @@ export class NodeStore {
     else this.pool.words[this.#records.rec[r + HOLDER]! + k] = word;
   }
 
+  /** Adds a holder word (its worker not yet a holder), keeping the list sorted by slot. */
   addHolder(n: number, word: number): void {
     const rec = this.#records.rec;
     const r = n * STRIDE;
@@ -191,8 +279,10 @@ export class NodeStore {
       rec[r + HOLDER] = word;
     } else if (count === 1) {
       const off = pool.alloc(2);
-      pool.words[off] = rec[r + HOLDER]!;
-      pool.words[off + 1] = word;
+      const other = rec[r + HOLDER]!;
+      const before = other >>> 4 < word >>> 4;
+      pool.words[off] = before ? other : word;
+      pool.words[off + 1] = before ? word : other;
       rec[r + HOLDER] = off;
     } else {
       let off = rec[r + HOLDER]!;
@@ -204,11 +294,15 @@ export class NodeStore {
         off = moved;
         rec[r + HOLDER] = off;
       }
-      pool.words[off + count] = word;
+      const words = pool.words;
+      const k = lowerBound(words, off, count, word >>> 4);
+      if (k < count) words.copyWithin(off + k + 1, off + k, off + count);
+      words[off + k] = word;
     }
     rec[r + COUNT] = count + 1;
   }
 
+  /** Removes the holder at index `k`, keeping the order of the others. */
   removeHolder(n: number, k: number): void {
     const rec = this.#records.rec;
     const r = n * STRIDE;
@@ -221,7 +315,7 @@ export class NodeStore {
       rec[r + HOLDER] = pool.words[off + 1 - k]!;
       pool.free(off, 2);
     } else {
-      pool.words[off + k] = pool.words[off + count - 1]!;
+      if (k < count - 1) pool.words.copyWithin(off + k, off + k + 1, off + count);
       const size = chunkSize(count);
       if (chunkSize(count - 1) < size) {
         const moved = pool.alloc(size / 2);
@@ -250,6 +344,18 @@ export class NodeStore {
   get capacityBytes(): number {
     return this.#records.byteLength + this.#table.byteLength + this.pool.words.byteLength;
   }
+}
+
+/** First index in `words[base, base + count)` whose slot (`word >>> 4`) is ≥ `w`. */
+function lowerBound(words: Uint32Array, base: number, count: number, w: number): number {
+  let lo = 0;
+  let hi = count;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (words[base + mid]! >>> 4 < w) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** 32-bit hash of the 64-bit key; its top bits pick the slot (Fibonacci hashing). */

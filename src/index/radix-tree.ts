@@ -27,6 +27,7 @@ import { chainBlockKeys, rootKey } from "./block-key.js";
 import { EngineHashKeys } from "./engine-hash-key.js";
 import { EngineHashTable, FREE } from "./engine-hash-table.js";
 import { Holdings } from "./holdings.js";
+import { MatchBuffer } from "./match-buffer.js";
 import { NodeStore } from "./node-store.js";
 import { OutcomeCounter } from "./outcome-counter.js";
 import type { SnapshotAccess } from "./snapshot-access.js";
@@ -129,6 +130,8 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   #capEvictions = 0;
   #overflowResets = 0;
   #keys = new Uint32Array(256);
+  /** findMatches' own answer buffer. */
+  readonly #match = new MatchBuffer();
   readonly #chain: Chain = {
     hashes: null,
     words: NO_WORDS,
@@ -313,18 +316,33 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   /**
    * Only workers holding the prompt's first block come back (callers read an absent
    * worker as no match): the cost is the holders met along the prompt's path, not the
-   * fleet. The run counters are zero for every live slot between calls (−1 on the disk
-   * run of retired ones); the walk lists the slots it advanced and zeroes them again.
+   * fleet. Built on `matchInto`; the objects and the key order cost one step per holder.
    */
   findMatches(keys: BlockKeySeq): MatchResult {
+    const buf = this.#match;
+    this.matchInto(keys, buf);
+    const count = buf.count;
+    if (count === 0) return { blocks: buf.blocks, workers: NO_MATCHES };
     const workers = this.#workers;
     const gpu = workers.gpuRun;
     const host = workers.hostRun;
     const disk = workers.diskRun;
     const touched = workers.touched;
-    const count = this.#nodes.matchRuns(keys, gpu, host, disk, touched);
-    const n = keys.length >>> 1;
-    if (count === 0) return { blocks: n, workers: NO_MATCHES };
+    const first = buf.first;
+    for (let k = 0; k < count; k++) {
+      const x = first[k]!;
+      const w = x >>> 4;
+      touched[k] = w;
+      disk[w] = 1;
+      host[w] = (x & 3) !== 0 ? 1 : 0;
+      gpu[w] = x & 1;
+    }
+    for (let j = 0; j < buf.deepCount; j++) {
+      const w = buf.deepSlot[j]!;
+      disk[w] = buf.deepDisk[j]!;
+      host[w] = buf.deepHost[j]!;
+      gpu[w] = buf.deepGpu[j]!;
+    }
     const order = workers.sortMatched(count);
     const out: WorkerMatch[] = new Array(count);
     for (let s = 0; s < count; s++) {
@@ -336,11 +354,37 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
         disk: disk[w]!,
         totalBlocks: workers.blocks[w]!,
       };
+    }
+    for (let k = 0; k < count; k++) {
+      const w = touched[k]!;
       gpu[w] = 0;
       host[w] = 0;
       disk[w] = 0;
     }
-    return { blocks: n, workers: out };
+    return { blocks: buf.blocks, workers: out };
+  }
+
+  /**
+   * `findMatches` without an object per worker: fills `out` (see match-buffer.ts) with
+   * the holder words of the prompt's first block and the workers matching deeper. A
+   * prompt the whole fleet holds the first block of costs one copy of that block's
+   * holder list, not a step per holder and level. Returns `out`.
+   */
+  matchInto(keys: BlockKeySeq, out: MatchBuffer): MatchBuffer {
+    const w = this.#workers;
+    const skip = this.#zombies.length > 0 ? this.#retired : null;
+    this.#nodes.matchInto(keys, out, skip, w.gpuRun, w.hostRun, w.diskRun);
+    return out;
+  }
+
+  /** Worker key of a slot in a `matchInto` answer (valid until the next event). */
+  slotKey(slot: number): WorkerKey {
+    return this.#workers.keyOf(slot);
+  }
+
+  /** Distinct blocks the worker in `slot` holds (a `matchInto` answer's `totalBlocks`). */
+  slotBlocks(slot: number): number {
+    return this.#workers.blocks[slot]!;
   }
 
   /** Distinct blocks `worker` holds, any tier (0 for a worker the index does not know). */
