@@ -184,12 +184,15 @@ export class Gateway {
       throw err;
     }
     try {
-      const tokens = await tokenizePrompt(req, this.#d.tokenizerFor, this.metrics, this.#d.logger);
+      // Token ids need no tokenizer: no await, nothing measured before the request is sent.
+      const tokens =
+        req.prompt?.kind === "tokens"
+          ? { ids: req.prompt.tokens, real: true }
+          : await tokenizePrompt(req, this.#d.tokenizerFor, this.metrics, this.#d.logger);
       if (call.signal.aborted) throw new ClientGoneError("client gone");
-      await this.#admit(req.model, call.signal);
+      if (!this.#admitNow(req.model)) await this.#admit(req.model, call.signal);
       const { decision, answer, stripUsage } = await this.#attempts(call, req, tokens);
-      this.metrics.firstByte.observe((performance.now() - t0) / 1000);
-      return this.#commit(label, tokens, decision, answer, stripUsage);
+      return this.#commit(label, tokens, decision, answer, stripUsage, t0, req.prompt?.kind);
     } catch (err) {
       if (err instanceof ClientGoneError || call.signal.aborted) {
         outcome("aborted");
@@ -221,9 +224,14 @@ export class Gateway {
     );
   }
 
+  /** Admitted without waiting: no busy threshold set, or nobody queued and a candidate free. */
+  #admitNow(model: string | null): boolean {
+    if (!this.#gates.enabled) return true;
+    return this.admission.depth === 0 && !this.#gates.allBusy(model);
+  }
+
   async #admit(model: string | null, signal: AbortSignal): Promise<void> {
     const c = this.#c;
-    if (!this.#gates.enabled) return;
     const r = await this.admission.admit(() => this.#gates.allBusy(model), signal);
     if (r.ok) {
       if (r.waitedMs > 0) this.metrics.queueWait.observe(r.waitedMs / 1000);
@@ -302,7 +310,7 @@ export class Gateway {
             call.signal,
           ),
         );
-        this.metrics.attempts.inc({ worker: decision.worker, result: "ok" });
+        // The "ok" attempt is counted once the first byte is on its way (`#commit`).
         return { decision, answer, stripUsage: forward.stripUsage };
       } catch (err) {
         d.inFlight.done(requestId, d.nowMs());
@@ -379,11 +387,11 @@ export class Gateway {
     decision: RouteDecision,
     answer: UpstreamAnswer,
     stripUsage: boolean,
+    t0: number,
+    promptKind: string | undefined,
   ): GatewayAnswer {
     const d = this.#d;
     const id = decision.requestId;
-    d.inFlight.firstToken(id, d.nowMs());
-    this.admission.notify();
     this.#relaying++;
     const ct = answer.headers["content-type"];
     const sse = typeof ct === "string" && ct.includes("text/event-stream");
@@ -407,7 +415,15 @@ export class Gateway {
         relayed = true;
         // The filtered body is shorter than the worker's: its content-length was dropped.
         const filter = filtered ? new UsageChunkFilter() : null;
-        const end = await relay(res, answer, headers, scanner, filter);
+        // `relay` writes the head and the first chunk before it returns: the bookkeeping
+        // of the first byte comes after it, off the path the client waits on.
+        const ending = relay(res, answer, headers, scanner, filter);
+        this.metrics.firstByte.observe((performance.now() - t0) / 1000);
+        d.inFlight.firstToken(id, d.nowMs());
+        this.admission.notify();
+        this.metrics.attempts.inc({ worker: decision.worker, result: "ok" });
+        if (promptKind === "tokens") this.metrics.tokenize.observe({ mode: "tokens" }, 0);
+        const end = await ending;
         d.inFlight.done(id, d.nowMs());
         this.admission.notify();
         this.#relaying--;
