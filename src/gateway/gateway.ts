@@ -78,6 +78,15 @@ export interface GatewayAnswer {
   relay(res: ServerResponse): Promise<void>;
 }
 
+/** Where a request goes: the model to route and tokenize as, and its LoRA adapter. */
+interface Target {
+  readonly model: string | null;
+  /** The adapter the request names (its blocks are keyed under it); null: the base model. */
+  readonly lora: string | null;
+  /** Only workers at these URLs serve it (those listing the adapter); null: every one. */
+  readonly urls: ReadonlySet<string> | null;
+}
+
 const PATHS: Record<GatewayKind, string> = {
   completion: "/v1/completions",
   chat: "/v1/chat/completions",
@@ -174,9 +183,11 @@ export class Gateway {
     const label = ROUTE_LABEL[call.kind];
     const outcome = (o: string) => this.metrics.requests.inc({ route: label, outcome: o });
     let req: GatewayRequest;
+    let target: Target;
     try {
       req = parseGatewayRequest(call.kind, call.body);
-      this.#checkModel(req.model);
+      const t = this.#target(req.model, call.authorization);
+      target = t instanceof Promise ? await t : t;
     } catch (err) {
       outcome(
         err instanceof GatewayError && err.code === "model_not_found" ? "no_worker" : "invalid",
@@ -188,10 +199,16 @@ export class Gateway {
       const tokens =
         req.prompt?.kind === "tokens"
           ? { ids: req.prompt.tokens, real: true }
-          : await tokenizePrompt(req, this.#d.tokenizerFor, this.metrics, this.#d.logger);
+          : await tokenizePrompt(
+              req,
+              target.model,
+              this.#d.tokenizerFor,
+              this.metrics,
+              this.#d.logger,
+            );
       if (call.signal.aborted) throw new ClientGoneError("client gone");
-      if (!this.#admitNow(req.model)) await this.#admit(req.model, call.signal);
-      const { decision, answer, stripUsage } = await this.#attempts(call, req, tokens);
+      if (!this.#admitNow(target.model)) await this.#admit(target.model, call.signal);
+      const { decision, answer, stripUsage } = await this.#attempts(call, req, target, tokens);
       return this.#commit(label, tokens, decision, answer, stripUsage, t0, req.prompt?.kind);
     } catch (err) {
       if (err instanceof ClientGoneError || call.signal.aborted) {
@@ -211,15 +228,32 @@ export class Gateway {
     }
   }
 
-  #checkModel(model: string | null): void {
+  /**
+   * What the request's `model` names: a model some worker serves (declared with it, or
+   * declared without a model: synchronous, as before), else a LoRA adapter some workers
+   * list in their `/v1/models` — routed to those only, tokenized as its base model and
+   * keyed under the adapter's chain, as the engine keys its blocks. Adapters are found
+   * only when the workers are declared with their model: a worker declared without one
+   * takes any name as its own.
+   */
+  #target(model: string | null, authorization: string | undefined): Target | Promise<Target> {
+    if (model === null || this.#d.registry.routable(model).length > 0) {
+      return { model, lora: null, urls: null };
+    }
+    return this.#adapterTarget(model, authorization);
+  }
+
+  async #adapterTarget(model: string, authorization: string | undefined): Promise<Target> {
     const reg = this.#d.registry;
-    if (model === null || reg.routable(model).length > 0) return;
-    if (reg.routable(null).length === 0) {
+    const urls = reg.routable(null).map((w) => w.url);
+    if (urls.length === 0) {
       throw new GatewayError("no_worker_available", "no routable worker is registered");
     }
+    const a = await this.#models.adapter(model, urls, this.workerAuthorization(authorization));
+    if (a !== null) return { model: a.parent, lora: model, urls: a.urls };
     throw new GatewayError(
       "model_not_found",
-      `the model '${model}' does not exist: no registered worker serves it (GET /v1/models lists them)`,
+      `the model '${model}' does not exist: no registered worker serves it or lists it as a LoRA adapter (GET /v1/models lists them)`,
       "model",
     );
   }
@@ -253,6 +287,7 @@ export class Gateway {
   async #attempts(
     call: GatewayCall,
     req: GatewayRequest,
+    target: Target,
     tokens: PromptTokens,
   ): Promise<{ decision: RouteDecision; answer: UpstreamAnswer; stripUsage: boolean }> {
     const d = this.#d;
@@ -271,15 +306,23 @@ export class Gateway {
       // last one never gets it twice in a row.
       const route = (avoid: (workerId: string) => boolean) => {
         const exclude = new Set<WorkerKey>();
-        for (const w of d.registry.routable(req.model)) {
-          if (avoid(w.workerId) || this.#gates.down(w, nowMs)) exclude.add(w.key);
+        const only = target.urls;
+        for (const w of d.registry.routable(target.model)) {
+          if (
+            avoid(w.workerId) ||
+            this.#gates.down(w, nowMs) ||
+            (only !== null && !only.has(w.url))
+          ) {
+            exclude.add(w.key);
+          }
         }
         return d.router.route(
           {
             tokenIds: tokens.ids,
             requestId,
             exclude,
-            ...(req.model === null ? {} : { model: req.model }),
+            ...(target.model === null ? {} : { model: target.model }),
+            ...(target.lora === null ? {} : { loraName: target.lora }),
             ...(req.cacheSalt === null ? {} : { cacheSalt: req.cacheSalt }),
           },
           nowMs,
