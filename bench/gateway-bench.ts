@@ -6,14 +6,20 @@
  *    sequential, each prompt sent to the worker directly, through the gateway, and
  *    through a floor proxy (`gateway-floor-proxy.ts`: forward and stream back, nothing
  *    else), the order rotating request by request (all see the same machine). Reported:
- *    p50/p99 of each path's time to first body byte, and the gateway's and the floor's
- *    differences to direct.
+ *    p50/p99 of each path's time to first body byte, the gateway's and the floor's
+ *    differences to direct, the gateway's to the floor's, and the gateway's own time on
+ *    each request's path as it reports it (`server-timing`: parsing, routing and sending
+ *    before the worker, handing the first byte on after it), free of the worker's noise.
  * 2. Gateway CPU per request: the gateway process's own CPU time (utime + stime from
  *    /proc, whole process: parsing, routing, relaying, ingesting the worker's KV events,
  *    scraping) over a gateway-only sequential run, per request; for 8k- and 100k-token
  *    prompts.
  * 3. Throughput: closed loop with `--concurrency` clients for `--duration` s, through the
  *    gateway and directly (the machine's ceiling: client, gateway and worker share it).
+ *    The simulated worker caps near 100 req/s, so `gateway_rps` is measured in front of
+ *    `--responders` low-CPU endpoints (`gateway-responder.ts`, one process, each
+ *    publishing the KV events an engine would), with the CPU per chat of the gateway,
+ *    the responders and this client over the loop (all share the 2 cores).
  *
  * 4. Tokenization (`gateway-chat.ts`): the gateway tokenizes with the bundled Qwen3 files
  *    (`gateway.tokenizers`). In this process: p50/p99 of an 8k-token chat whose history
@@ -81,8 +87,16 @@ function chatBody(messages: readonly ChatMessage[]): string {
   return JSON.stringify({ model: "sim-model", messages, max_tokens: MAX_TOKENS, stream: true });
 }
 
-/** One streaming completion; returns ms to the first body byte (throws on non-200). */
-async function complete(base: string, payload: string, path = "/v1/completions"): Promise<number> {
+/**
+ * One streaming completion; returns ms to the first body byte (throws on non-200). The
+ * gateway's own time on the path (its `server-timing` header) goes to `own` if given.
+ */
+async function complete(
+  base: string,
+  payload: string,
+  path = "/v1/completions",
+  own?: number[],
+): Promise<number> {
   const t0 = performance.now();
   const res = await request(`${base}${path}`, {
     dispatcher: agent,
@@ -93,6 +107,8 @@ async function complete(base: string, payload: string, path = "/v1/completions")
   let first = -1;
   for await (const _chunk of res.body) if (first < 0) first = performance.now() - t0;
   if (res.statusCode !== 200) throw new Error(`${base}: HTTP ${res.statusCode}`);
+  const timing = /kvrouter;dur=([\d.]+)/.exec(String(res.headers["server-timing"] ?? ""));
+  if (own !== undefined && timing !== null) own.push(Number(timing[1]));
   return first;
 }
 
@@ -246,11 +262,12 @@ async function main(): Promise<void> {
 
     const paths = [worker, gateway, floor];
     const times: number[][] = [[], [], []];
+    const own: number[] = [];
     for (let i = 0; i < PAIRS; i++) {
       const p = body(prompt(PROMPT_TOKENS));
       for (let k = 0; k < 3; k++) {
         const j = (i + k) % 3;
-        times[j]!.push(await complete(paths[j]!, p));
+        times[j]!.push(await complete(paths[j]!, p, "/v1/completions", own));
       }
     }
     const [direct, via, viaFloor] = times as [number[], number[], number[]];
@@ -325,6 +342,10 @@ async function main(): Promise<void> {
       floor_added_p50_ms: r3(pct(viaFloor, 0.5) - pct(direct, 0.5)),
       floor_added_p99_ms: r3(pct(viaFloor, 0.99) - pct(direct, 0.99)),
       floor_cpu_ms_per_request: r3(floorCpu),
+      gateway_over_floor_p50_ms: r3(pct(via, 0.5) - pct(viaFloor, 0.5)),
+      gateway_over_floor_p99_ms: r3(pct(via, 0.99) - pct(viaFloor, 0.99)),
+      gateway_own_p50_ms: r3(pct(own, 0.5)),
+      gateway_own_p99_ms: r3(pct(own, 0.99)),
       tokenizer_load_ms: tok.load_ms,
       chat_prompt_tokens: tok.prompt_tokens,
       tokenize_p50_ms: tok.tokenize_p50_ms,
@@ -359,6 +380,8 @@ async function main(): Promise<void> {
         `  added                         ${out.added_p50_ms.toFixed(3).padStart(7)}  ${out.added_p99_ms.toFixed(3).padStart(7)}`,
         `  through the floor proxy       ${out.floor_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.floor_first_byte_p99_ms.toFixed(3).padStart(7)}`,
         `  added by the floor            ${out.floor_added_p50_ms.toFixed(3).padStart(7)}  ${out.floor_added_p99_ms.toFixed(3).padStart(7)}`,
+        `  gateway over the floor        ${out.gateway_over_floor_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_over_floor_p99_ms.toFixed(3).padStart(7)}`,
+        `  gateway's own time (header)   ${out.gateway_own_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_own_p99_ms.toFixed(3).padStart(7)}`,
         `gateway CPU per request, token ids: ${out.cpu_ms_per_request_8k_ids} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k_ids} ms (100k tokens); floor proxy ${out.floor_cpu_ms_per_request} ms`,
         `gateway CPU per chat continuing a seen conversation: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k); never seen 100k: ${out.cpu_ms_per_request_100k_cold} ms`,
         `tokenization alone (${out.chat_prompt_tokens}-token chat, new last turn): p50 ${out.tokenize_p50_ms} ms p99 ${out.tokenize_p99_ms} ms; cold p50 ${out.tokenize_cold_p50_ms} p99 ${out.tokenize_cold_p99_ms} ms; ${out.tokenize_only_rps} req/s on one thread (load ${out.tokenizer_load_ms} ms); chat-template render alone p50 ${out.render_p50_ms} p99 ${out.render_p99_ms} ms`,

@@ -69,6 +69,8 @@ export interface GatewayCall {
   readonly authorization: string | undefined;
   /** Aborted when the client goes away. */
   readonly signal: AbortSignal;
+  /** `performance.now()` when the body had arrived (before parsing); default: `handle`'s start. */
+  readonly receivedAt?: number;
 }
 
 /** A committed answer: the worker's first byte is here; `relay` streams the rest. */
@@ -76,6 +78,15 @@ export interface GatewayAnswer {
   readonly requestId: string;
   readonly worker: WorkerKey;
   relay(res: ServerResponse): Promise<void>;
+}
+
+/** An attempt the worker answered: its first byte is here. */
+interface Sent {
+  readonly decision: RouteDecision;
+  readonly answer: UpstreamAnswer;
+  readonly stripUsage: boolean;
+  /** `performance.now()` once the request was handed to the HTTP client. */
+  readonly sentAt: number;
 }
 
 /** Where a request goes: the model to route and tokenize as, and its LoRA adapter. */
@@ -179,7 +190,9 @@ export class Gateway {
    * `ClientGoneError` (answer nothing).
    */
   async handle(call: GatewayCall): Promise<GatewayAnswer> {
-    const t0 = performance.now();
+    const t0 = call.receivedAt ?? performance.now();
+    /** Time not the gateway's own: tokenization, queueing, failed attempts (ms). */
+    const away = { ms: 0 };
     const label = ROUTE_LABEL[call.kind];
     const outcome = (o: string) => this.metrics.requests.inc({ route: label, outcome: o });
     let req: GatewayRequest;
@@ -196,20 +209,23 @@ export class Gateway {
     }
     try {
       // Token ids need no tokenizer: no await, nothing measured before the request is sent.
-      const tokens =
-        req.prompt?.kind === "tokens"
-          ? { ids: req.prompt.tokens, real: true }
-          : await tokenizePrompt(
-              req,
-              target.model,
-              this.#d.tokenizerFor,
-              this.metrics,
-              this.#d.logger,
-            );
+      let tokens: PromptTokens;
+      if (req.prompt?.kind === "tokens") tokens = { ids: req.prompt.tokens, real: true };
+      else {
+        const ta = performance.now();
+        const { tokenizerFor, logger } = this.#d;
+        tokens = await tokenizePrompt(req, target.model, tokenizerFor, this.metrics, logger);
+        away.ms += performance.now() - ta;
+      }
       if (call.signal.aborted) throw new ClientGoneError("client gone");
-      if (!this.#admitNow(target.model)) await this.#admit(target.model, call.signal);
-      const { decision, answer, stripUsage } = await this.#attempts(call, req, target, tokens);
-      return this.#commit(label, tokens, decision, answer, stripUsage, t0, req.prompt?.kind);
+      if (!this.#admitNow(target.model)) {
+        const qa = performance.now();
+        await this.#admit(target.model, call.signal);
+        away.ms += performance.now() - qa;
+      }
+      const sent = await this.#attempts(call, req, target, tokens, away);
+      const ownBeforeMs = sent.sentAt - t0 - away.ms;
+      return this.#commit(label, tokens, sent, t0, ownBeforeMs, req.prompt?.kind);
     } catch (err) {
       if (err instanceof ClientGoneError || call.signal.aborted) {
         outcome("aborted");
@@ -289,7 +305,8 @@ export class Gateway {
     req: GatewayRequest,
     target: Target,
     tokens: PromptTokens,
-  ): Promise<{ decision: RouteDecision; answer: UpstreamAnswer; stripUsage: boolean }> {
+    away: { ms: number },
+  ): Promise<Sent> {
     const d = this.#d;
     const requestId = `gw-${randomUUID()}`;
     const forward = this.#forwardBody(call, req);
@@ -297,8 +314,12 @@ export class Gateway {
     const tried = new Set<string>();
     let lastFailure: UpstreamFailure | null = null;
     let attempt = 0;
-    const once = async () => {
+    let attemptAt = performance.now();
+    const once = async (): Promise<Sent> => {
       if (call.signal.aborted) throw new ClientGoneError("client gone");
+      // Failed attempts and backoff are the workers' time, not the gateway's.
+      if (attempt > 0) away.ms += performance.now() - attemptAt;
+      attemptAt = performance.now();
       attempt++;
       if (attempt > 1) this.metrics.retries.inc();
       const nowMs = d.nowMs();
@@ -341,20 +362,23 @@ export class Gateway {
       tried.add(decision.workerId);
       const url = `${decision.url.replace(/\/$/, "")}${PATHS[req.kind]}`;
       const headers = this.#forwardHeaders(call, decision);
+      let sentAt = 0;
       try {
         // Same synchronous step as the decision: a trial request half-opens the circuit
         // before anyone else can be routed to the worker.
-        const answer = await this.breakers.execute(decision.workerId, () =>
-          this.upstream.post(
+        const answer = await this.breakers.execute(decision.workerId, () => {
+          const posting = this.upstream.post(
             url,
             headers,
             forward.body,
             { firstByteMs: this.#c.firstByteTimeoutMs, idleMs: this.#c.idleTimeoutMs },
             call.signal,
-          ),
-        );
+          );
+          sentAt = performance.now();
+          return posting;
+        });
         // The "ok" attempt is counted once the first byte is on its way (`#commit`).
-        return { decision, answer, stripUsage: forward.stripUsage };
+        return { decision, answer, stripUsage: forward.stripUsage, sentAt };
       } catch (err) {
         d.inFlight.done(requestId, d.nowMs());
         this.admission.notify();
@@ -427,12 +451,12 @@ export class Gateway {
   #commit(
     label: string,
     tokens: PromptTokens,
-    decision: RouteDecision,
-    answer: UpstreamAnswer,
-    stripUsage: boolean,
+    sent: Sent,
     t0: number,
+    ownBeforeMs: number,
     promptKind: string | undefined,
   ): GatewayAnswer {
+    const { decision, answer, stripUsage } = sent;
     const d = this.#d;
     const id = decision.requestId;
     this.#relaying++;
@@ -458,10 +482,16 @@ export class Gateway {
         relayed = true;
         // The filtered body is shorter than the worker's: its content-length was dropped.
         const filter = filtered ? new UsageChunkFilter() : null;
+        const ownMs = ownBeforeMs + (performance.now() - answer.firstAt);
+        // W3C Server-Timing, after the worker's own entries if it sent any.
+        const timing = `kvrouter;dur=${ownMs.toFixed(3)}`;
+        const theirs = headers["server-timing"];
+        headers["server-timing"] = theirs === undefined ? timing : `${String(theirs)}, ${timing}`;
         // `relay` writes the head and the first chunk before it returns: the bookkeeping
         // of the first byte comes after it, off the path the client waits on.
         const ending = relay(res, answer, headers, scanner, filter);
         this.metrics.firstByte.observe((performance.now() - t0) / 1000);
+        this.metrics.own.observe(ownMs / 1000);
         d.inFlight.firstToken(id, d.nowMs());
         this.admission.notify();
         this.metrics.attempts.inc({ worker: decision.worker, result: "ok" });

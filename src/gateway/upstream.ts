@@ -45,6 +45,8 @@ export interface UpstreamAnswer {
   readonly body: NodeJS.ReadableStream & { destroy(err?: Error): void; resume(): unknown };
   /** Whether the body already ended (everything was in `first`). */
   readonly ended: boolean;
+  /** `performance.now()` when the first chunk (or the end) arrived. */
+  readonly firstAt: number;
 }
 
 const CONNECT_CODES = new Set([
@@ -183,8 +185,9 @@ export class UpstreamClient {
     }
     try {
       const { first, ended } = await firstChunk(res.body);
+      const firstAt = performance.now();
       cleanup();
-      return { status, headers: res.headers, first, body: res.body, ended };
+      return { status, headers: res.headers, first, body: res.body, ended, firstAt };
     } catch (err) {
       cleanup();
       res.body.destroy();
