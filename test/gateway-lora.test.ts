@@ -75,6 +75,11 @@ describe("gateway: LoRA adapters", () => {
     expect(check("under")).toBe(0);
     expect(check("over")).toBe(0);
     expect(check("match")).toBe(7);
+    // The adapter is listed beside the base model, as vLLM lists it.
+    const models = (await (await fetch(`${gw.url}/v1/models`)).json()) as {
+      data: { id: string }[];
+    };
+    expect(models.data.map((m) => m.id)).toEqual(["sim-model", "sql-lora"]);
   });
 
   it("the base model still goes anywhere; an unknown name is a 404 naming the field", async () => {

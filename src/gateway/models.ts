@@ -1,8 +1,9 @@
 /**
  * `GET /v1/models`: the union of the models the fleet serves, in OpenAI's list shape.
- * A worker declared with a model contributes it; a worker declared without one is asked
- * (its own `GET /v1/models`, short timeout, answers cached for `ttlMs`). A worker that
- * does not answer contributes nothing this time.
+ * A worker declared with a model contributes it and the LoRA adapters it lists for that
+ * model; a worker declared without one contributes everything it lists (its own
+ * `GET /v1/models`, short timeout, answers cached for `ttlMs`). A worker that does not
+ * answer contributes only its declared model this time.
  *
  * LoRA adapters (`adapter`): vLLM lists each loaded adapter in `/v1/models` as a card
  * whose `id` is the adapter's name and whose `parent` is its base model
@@ -102,13 +103,20 @@ export class ModelCatalog {
     authorization: string | null,
   ): Promise<{ object: "list"; data: ModelEntry[] }> {
     const ids = new Set<string>();
-    const ask: string[] = [];
+    const ask = new Map<string, string | null>();
     for (const w of workers) {
       if (w.model !== null) ids.add(w.model);
-      else if (!ask.includes(w.url)) ask.push(w.url);
+      if (!ask.has(w.url) || w.model === null) ask.set(w.url, w.model);
     }
-    const answers = await Promise.all(ask.map((u) => this.#cached(u, authorization)));
-    for (const list of answers) for (const c of list) ids.add(c.id);
+    const urls = [...ask.keys()];
+    const answers = await Promise.all(urls.map((u) => this.#cached(u, authorization)));
+    answers.forEach((cards, i) => {
+      const declared = ask.get(urls[i]!) ?? null;
+      for (const c of cards) {
+        // A declared worker adds its adapters (cards whose parent is its model).
+        if (declared === null || (c.parent !== null && c.parent === declared)) ids.add(c.id);
+      }
+    });
     return {
       object: "list",
       data: [...ids].sort().map((id) => ({
