@@ -32,6 +32,10 @@
  * its stand-in tokenizer and prefills at 10^9 tokens/s so its time is not the figure.
  *
  *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192]
+ *
+ * Long file: the parts are one run sharing its processes (fleet, floor proxy, responders)
+ * and client helpers, and one JSON last line; the workloads (`gateway-chat.ts`) and the
+ * stand-in processes (`gateway-floor-proxy.ts`, `gateway-responder.ts`) live beside it.
  */
 
 import { spawn } from "node:child_process";

@@ -1,5 +1,6 @@
 /**
  * The gateway: one OpenAI request in, one worker's answer out. Parse the fields it needs,
+ * resolve the model (a LoRA adapter: its base model and the workers listing it),
  * tokenize, wait for admission when every candidate is busy, route through the same
  * `Router` as `/v1/route` (open circuits and the last failed worker excluded), forward the
  * client's bytes to the chosen worker and data-parallel rank, and retry on the next best
@@ -9,9 +10,10 @@
  *
  * Framework-free: `src/http/gateway-routes.ts` adapts it to fastify.
  *
- * Long file: the stages share one request's state (request id, last worker, decision)
- * and the owners (breakers, queue, metrics); the stages that stand alone already live
- * beside it (`worker-gates`, `prompt-tokens`, `upstream`, `relay`, `usage-scan`).
+ * Long file: the stages share one request's state (target model and adapter, request
+ * id, last worker, decision, the gateway's own time) and the owners (breakers, queue,
+ * metrics); the stages that stand alone already live beside it (`worker-gates`,
+ * `prompt-tokens`, `upstream`, `relay`, `usage-scan`, `models`).
  */
 
 import { randomUUID } from "node:crypto";
