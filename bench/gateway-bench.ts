@@ -6,14 +6,20 @@
  *    sequential, each prompt sent to the worker directly, through the gateway, and
  *    through a floor proxy (`gateway-floor-proxy.ts`: forward and stream back, nothing
  *    else), the order rotating request by request (all see the same machine). Reported:
- *    p50/p99 of each path's time to first body byte, and the gateway's and the floor's
- *    differences to direct.
+ *    p50/p99 of each path's time to first body byte, the gateway's and the floor's
+ *    differences to direct, the gateway's to the floor's, and the gateway's own time on
+ *    each request's path as it reports it (`server-timing`: parsing, routing and sending
+ *    before the worker, handing the first byte on after it), free of the worker's noise.
  * 2. Gateway CPU per request: the gateway process's own CPU time (utime + stime from
  *    /proc, whole process: parsing, routing, relaying, ingesting the worker's KV events,
  *    scraping) over a gateway-only sequential run, per request; for 8k- and 100k-token
  *    prompts.
  * 3. Throughput: closed loop with `--concurrency` clients for `--duration` s, through the
  *    gateway and directly (the machine's ceiling: client, gateway and worker share it).
+ *    The simulated worker caps near 100 req/s, so `gateway_rps` is measured in front of
+ *    `--responders` low-CPU endpoints (`gateway-responder.ts`, one process, each
+ *    publishing the KV events an engine would), with the CPU per chat of the gateway,
+ *    the responders and this client over the loop (all share the 2 cores).
  *
  * 4. Tokenization (`gateway-chat.ts`): the gateway tokenizes with the bundled Qwen3 files
  *    (`gateway.tokenizers`). In this process: p50/p99 of an 8k-token chat whose history
@@ -26,16 +32,27 @@
  * its stand-in tokenizer and prefills at 10^9 tokens/s so its time is not the figure.
  *
  *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192]
+ *
+ * Long file: the parts are one run sharing its processes (fleet, floor proxy, responders)
+ * and client helpers, and one JSON last line; the workloads (`gateway-chat.ts`) and the
+ * stand-in processes (`gateway-floor-proxy.ts`, `gateway-responder.ts`) live beside it.
  */
 
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { loadavg } from "node:os";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { Agent, request } from "undici";
 import { ChildGroup } from "../src/demo/child-group.js";
-import { launchFleet } from "../src/demo/demo-fleet.js";
-import { type ChatMessage, history, tokenizeFigures, withNewTurn } from "./gateway-chat.js";
+import { type FleetWorkerEndpoints, launchFleet, startRouter } from "../src/demo/demo-fleet.js";
+import {
+  type ChatMessage,
+  history,
+  historyTokenIds,
+  tokenizeFigures,
+  withNewTurn,
+} from "./gateway-chat.js";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -47,6 +64,7 @@ const CPU_REQUESTS_100K = arg("cpu-requests-100k", 30);
 const CONCURRENCY = arg("concurrency", 16);
 const DURATION_S = arg("duration", 5);
 const PROMPT_TOKENS = arg("prompt-tokens", 8192);
+const RESPONDERS = arg("responders", 4);
 const MAX_TOKENS = 4;
 
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
@@ -73,8 +91,16 @@ function chatBody(messages: readonly ChatMessage[]): string {
   return JSON.stringify({ model: "sim-model", messages, max_tokens: MAX_TOKENS, stream: true });
 }
 
-/** One streaming completion; returns ms to the first body byte (throws on non-200). */
-async function complete(base: string, payload: string, path = "/v1/completions"): Promise<number> {
+/**
+ * One streaming completion; returns ms to the first body byte (throws on non-200). The
+ * gateway's own time on the path (its `server-timing` header) goes to `own` if given.
+ */
+async function complete(
+  base: string,
+  payload: string,
+  path = "/v1/completions",
+  own?: number[],
+): Promise<number> {
   const t0 = performance.now();
   const res = await request(`${base}${path}`, {
     dispatcher: agent,
@@ -85,6 +111,8 @@ async function complete(base: string, payload: string, path = "/v1/completions")
   let first = -1;
   for await (const _chunk of res.body) if (first < 0) first = performance.now() - t0;
   if (res.statusCode !== 200) throw new Error(`${base}: HTTP ${res.statusCode}`);
+  const timing = /kvrouter;dur=([\d.]+)/.exec(String(res.headers["server-timing"] ?? ""));
+  if (own !== undefined && timing !== null) own.push(Number(timing[1]));
   return first;
 }
 
@@ -115,6 +143,84 @@ async function closedLoop(base: string, seconds: number, n: number): Promise<num
     }),
   );
   return done / seconds;
+}
+
+/** `n` chats in a closed loop of `CONCURRENCY` clients for `DURATION_S` s; chats/s. */
+async function chatLoop(bases: readonly string[], hs: readonly ChatMessage[][]): Promise<number> {
+  const end = performance.now() + DURATION_S * 1000;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async (_, c) => {
+      for (let i = c; performance.now() < end; i += CONCURRENCY) {
+        const m = withNewTurn(hs[i % hs.length]!);
+        await complete(bases[i % bases.length]!, chatBody(m), "/v1/chat/completions");
+        done++;
+      }
+    }),
+  );
+  return done / DURATION_S;
+}
+
+/**
+ * Throughput with engines that cost next to nothing (`gateway-responder.ts`: several
+ * endpoints in one process, each publishing the KV events of the workload's
+ * conversations), so the gateway is what saturates the cores: a second `kvrouter serve`
+ * in front of them, its tokenizer warmed on the conversations, then chats in a closed loop
+ * through it and, for the ceiling of client + responders, directly. CPU per chat of each
+ * process over the gateway loop is reported, since all share the 2 cores.
+ */
+async function fastFleetThroughput(group: ChildGroup, hs: readonly ChatMessage[][]) {
+  const dir = mkdtempSync(join(tmpdir(), "kvrouter-gw-bench-"));
+  const tokensFile = join(dir, "tokens.json");
+  writeFileSync(tokensFile, JSON.stringify(await historyTokenIds(hs)));
+  const proc = spawn(
+    process.execPath,
+    [
+      ...process.execArgv,
+      new URL("./gateway-responder.ts", import.meta.url).pathname,
+      ...["--workers", String(RESPONDERS), "--tokens", tokensFile],
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  try {
+    const endpoints = await new Promise<FleetWorkerEndpoints[]>((resolve, reject) => {
+      const eps: FleetWorkerEndpoints[] = [];
+      proc.once("error", reject);
+      proc.once("exit", (code) => reject(new Error(`gateway-responder exited (${code})`)));
+      createInterface({ input: proc.stdout! }).on("line", (l) => {
+        const o = JSON.parse(l) as { ready?: boolean; id: string; url: string; events: string };
+        if (o.ready === true) resolve(eps);
+        else eps.push({ id: o.id, url: o.url, events: o.events, replay: null });
+      });
+    });
+    const router = await startRouter(group, dir, endpoints, 16);
+    process.stderr.write(
+      `gateway ${router.url} (pid ${router.pid}) before ${RESPONDERS} responders (pid ${proc.pid})\n`,
+    );
+    for (const h of hs) {
+      await complete(router.url, chatBody(withNewTurn(h)), "/v1/chat/completions");
+    }
+    const before = {
+      gw: cpuSeconds(router.pid),
+      resp: cpuSeconds(proc.pid!),
+      client: process.cpuUsage(),
+    };
+    const gatewayRps = await chatLoop([router.url], hs);
+    const n = gatewayRps * DURATION_S;
+    const client = process.cpuUsage(before.client);
+    const perChat = (s: number) => (s * 1000) / n;
+    const gatewayCpuMs = perChat(cpuSeconds(router.pid) - before.gw);
+    const responderCpuMs = perChat(cpuSeconds(proc.pid!) - before.resp);
+    const clientCpuMs = perChat((client.user + client.system) / 1e6);
+    const directRps = await chatLoop(
+      endpoints.map((e) => e.url),
+      hs,
+    );
+    return { gatewayRps, directRps, gatewayCpuMs, responderCpuMs, clientCpuMs };
+  } finally {
+    proc.kill("SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 async function main(): Promise<void> {
@@ -160,11 +266,12 @@ async function main(): Promise<void> {
 
     const paths = [worker, gateway, floor];
     const times: number[][] = [[], [], []];
+    const own: number[] = [];
     for (let i = 0; i < PAIRS; i++) {
       const p = body(prompt(PROMPT_TOKENS));
       for (let k = 0; k < 3; k++) {
         const j = (i + k) % 3;
-        times[j]!.push(await complete(paths[j]!, p));
+        times[j]!.push(await complete(paths[j]!, p, "/v1/completions", own));
       }
     }
     const [direct, via, viaFloor] = times as [number[], number[], number[]];
@@ -220,7 +327,8 @@ async function main(): Promise<void> {
         }
       }),
     );
-    const gatewayRps = chats / DURATION_S;
+    const gatewaySimRps = chats / DURATION_S;
+    const fast = await fastFleetThroughput(group, hs8k);
     const tok = await tokenizeFigures(PROMPT_TOKENS, DURATION_S);
 
     const out = {
@@ -238,6 +346,10 @@ async function main(): Promise<void> {
       floor_added_p50_ms: r3(pct(viaFloor, 0.5) - pct(direct, 0.5)),
       floor_added_p99_ms: r3(pct(viaFloor, 0.99) - pct(direct, 0.99)),
       floor_cpu_ms_per_request: r3(floorCpu),
+      gateway_over_floor_p50_ms: r3(pct(via, 0.5) - pct(viaFloor, 0.5)),
+      gateway_over_floor_p99_ms: r3(pct(via, 0.99) - pct(viaFloor, 0.99)),
+      gateway_own_p50_ms: r3(pct(own, 0.5)),
+      gateway_own_p99_ms: r3(pct(own, 0.99)),
       tokenizer_load_ms: tok.load_ms,
       chat_prompt_tokens: tok.prompt_tokens,
       tokenize_p50_ms: tok.tokenize_p50_ms,
@@ -245,7 +357,15 @@ async function main(): Promise<void> {
       tokenize_cold_p50_ms: tok.tokenize_cold_p50_ms,
       tokenize_cold_p99_ms: tok.tokenize_cold_p99_ms,
       tokenize_only_rps: tok.tokenize_only_rps,
-      gateway_rps: Math.round(gatewayRps),
+      render_p50_ms: tok.render_p50_ms,
+      render_p99_ms: tok.render_p99_ms,
+      gateway_rps: Math.round(fast.gatewayRps),
+      direct_responders_rps: Math.round(fast.directRps),
+      responders: RESPONDERS,
+      loop_gateway_cpu_ms_per_request: r3(fast.gatewayCpuMs),
+      loop_responders_cpu_ms_per_request: r3(fast.responderCpuMs),
+      loop_client_cpu_ms_per_request: r3(fast.clientCpuMs),
+      gateway_sim_chat_rps: Math.round(gatewaySimRps),
       gateway_ids_rps: Math.round(gatewayIdsRps),
       direct_rps: Math.round(directRps),
       concurrency: CONCURRENCY,
@@ -264,10 +384,13 @@ async function main(): Promise<void> {
         `  added                         ${out.added_p50_ms.toFixed(3).padStart(7)}  ${out.added_p99_ms.toFixed(3).padStart(7)}`,
         `  through the floor proxy       ${out.floor_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.floor_first_byte_p99_ms.toFixed(3).padStart(7)}`,
         `  added by the floor            ${out.floor_added_p50_ms.toFixed(3).padStart(7)}  ${out.floor_added_p99_ms.toFixed(3).padStart(7)}`,
+        `  gateway over the floor        ${out.gateway_over_floor_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_over_floor_p99_ms.toFixed(3).padStart(7)}`,
+        `  gateway's own time (header)   ${out.gateway_own_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_own_p99_ms.toFixed(3).padStart(7)}`,
         `gateway CPU per request, token ids: ${out.cpu_ms_per_request_8k_ids} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k_ids} ms (100k tokens); floor proxy ${out.floor_cpu_ms_per_request} ms`,
         `gateway CPU per chat continuing a seen conversation: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k); never seen 100k: ${out.cpu_ms_per_request_100k_cold} ms`,
-        `tokenization alone (${out.chat_prompt_tokens}-token chat, new last turn): p50 ${out.tokenize_p50_ms} ms p99 ${out.tokenize_p99_ms} ms; cold p50 ${out.tokenize_cold_p50_ms} p99 ${out.tokenize_cold_p99_ms} ms; ${out.tokenize_only_rps} req/s on one thread (load ${out.tokenizer_load_ms} ms)`,
-        `closed loop, ${CONCURRENCY} clients: ${out.gateway_rps} chats/s through the gateway (${out.gateway_ids_rps} req/s with token ids), ${out.direct_rps} req/s direct`,
+        `tokenization alone (${out.chat_prompt_tokens}-token chat, new last turn): p50 ${out.tokenize_p50_ms} ms p99 ${out.tokenize_p99_ms} ms; cold p50 ${out.tokenize_cold_p50_ms} p99 ${out.tokenize_cold_p99_ms} ms; ${out.tokenize_only_rps} req/s on one thread (load ${out.tokenizer_load_ms} ms); chat-template render alone p50 ${out.render_p50_ms} p99 ${out.render_p99_ms} ms`,
+        `closed loop, ${CONCURRENCY} clients, one simulated worker: ${out.gateway_sim_chat_rps} chats/s through the gateway (${out.gateway_ids_rps} req/s with token ids), ${out.direct_rps} req/s direct`,
+        `closed loop, ${CONCURRENCY} clients, ${RESPONDERS} low-CPU responders: ${out.gateway_rps} chats/s through the gateway (${out.direct_responders_rps}/s direct to the responders); CPU per chat: gateway ${out.loop_gateway_cpu_ms_per_request} ms, responders ${out.loop_responders_cpu_ms_per_request} ms, client ${out.loop_client_cpu_ms_per_request} ms; gateway ${(out.gateway_rps / out.tokenize_only_rps).toFixed(2)} × tokenization-only`,
         `load average (1 min): ${out.loadavg_1m}`,
         JSON.stringify(out),
         "",

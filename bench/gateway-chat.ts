@@ -64,6 +64,9 @@ export interface TokenizeFigures {
   readonly tokenize_cold_p50_ms: number;
   readonly tokenize_cold_p99_ms: number;
   readonly tokenize_only_rps: number;
+  /** The chat-template render alone (part of each tokenization), on the warm workload. */
+  readonly render_p50_ms: number;
+  readonly render_p99_ms: number;
 }
 
 /** Tokenization alone, in this process, on the gateway's workload shape. */
@@ -74,6 +77,7 @@ export async function tokenizeFigures(tokens: number, seconds: number): Promise<
   try {
     const cold: number[] = [];
     const warm: number[] = [];
+    const render: number[] = [];
     const histories: ChatMessage[][] = [];
     let promptTokens = 0;
     for (let c = 0; c < 40; c++) {
@@ -83,8 +87,12 @@ export async function tokenizeFigures(tokens: number, seconds: number): Promise<
       await tok.tokenizeChat({ messages: withNewTurn(h) });
       cold.push(performance.now() - a);
       for (let v = 0; v < 5; v++) {
+        const messages = withNewTurn(h);
         a = performance.now();
-        const r = await tok.tokenizeChat({ messages: withNewTurn(h) });
+        tok.renderChat({ messages });
+        render.push(performance.now() - a);
+        a = performance.now();
+        const r = await tok.tokenizeChat({ messages });
         warm.push(performance.now() - a);
         promptTokens = r.tokenIds.length;
       }
@@ -105,8 +113,38 @@ export async function tokenizeFigures(tokens: number, seconds: number): Promise<
       tokenize_cold_p50_ms: r1(pct(cold, 0.5)),
       tokenize_cold_p99_ms: r1(pct(cold, 0.99)),
       tokenize_only_rps: Math.round(done / ((performance.now() - start) / 1000)),
+      render_p50_ms: r1(pct(render, 0.5)),
+      render_p99_ms: r1(pct(render, 0.99)),
     };
   } finally {
     await tok.close();
   }
 }
+
+/**
+ * For each conversation, the token ids every continuation shares (the common prefix of
+ * two tokenizations with different new turns: the history as the gateway tokenizes it)
+ * and a key that identifies the conversation in a request body (the start of its first
+ * user turn, as `JSON.stringify` writes it).
+ */
+export async function historyTokenIds(
+  histories: readonly ChatMessage[][],
+): Promise<{ key: string; ids: number[] }[]> {
+  const tok = await loadModelTokenizer(bundledQwen3Dir(), { model: "sim-model" });
+  try {
+    const out: { key: string; ids: number[] }[] = [];
+    for (const h of histories) {
+      const a = (await tok.tokenizeChat({ messages: withNewTurn(h) })).tokenIds;
+      const b = (await tok.tokenizeChat({ messages: withNewTurn(h) })).tokenIds;
+      let n = 0;
+      while (n < a.length && a[n] === b[n]) n++;
+      out.push({ key: h[1]!.content.slice(0, HISTORY_KEY_CHARS), ids: a.slice(0, n) });
+    }
+    return out;
+  } finally {
+    await tok.close();
+  }
+}
+
+/** Characters of the first user turn that name a conversation (`historyTokenIds`). */
+export const HISTORY_KEY_CHARS = 40;

@@ -70,8 +70,12 @@ describe("gateway: answers pass through unchanged", () => {
       expect(via.res.headers.get("x-kvrouter-worker")).toBe("s0#0");
       expect(via.res.headers.get("x-kvrouter-request-id")).toMatch(/^gw-/);
       expect(Number(via.res.headers.get("x-kvrouter-cached-tokens"))).toBeGreaterThanOrEqual(0);
+      // The gateway's own time on the path, as W3C Server-Timing.
+      expect(via.res.headers.get("server-timing")).toMatch(/^kvrouter;dur=\d+\.\d{3}$/);
     }
     expect(await inFlightTotal(gw.url)).toBe(0);
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    expect(metricValue(metrics, "kvrouter_gateway_own_seconds_count")).toBe(2);
   });
 
   it("streaming: the same server-sent events as calling the worker directly", async () => {

@@ -93,31 +93,7 @@ export async function launchFleet(
     });
     const workers = await Promise.all(started);
 
-    const base = parseYaml(await readFile(DEMO_CONFIG_PATH, "utf8")) as Record<string, unknown>;
-    const gateway = (base.gateway ?? {}) as Record<string, unknown>;
-    const config = {
-      ...base,
-      gateway: { ...gateway, tokenizers: `sim-model=${bundledQwen3Dir()}` },
-      workers: workers.map((w) => ({
-        id: w.id,
-        url: w.url,
-        eventsEndpoint: w.events,
-        replayEndpoint: w.replay,
-        topic: "kv-events",
-        model: "sim-model",
-        blockSize: sim.blockSize,
-      })),
-    };
-    const configPath = join(tmp, "router.yaml");
-    await writeFile(configPath, toYaml(config));
-    const router = group.start("router", ["serve", "--config", configPath], cleanEnv());
-    const port = await router.waitForJsonLine((o) => {
-      if (o.msg !== "kvrouter listening") return null;
-      const address = o.address as { port?: unknown } | null;
-      return typeof address?.port === "number" ? address.port : null;
-    }, START_TIMEOUT_MS);
-    const routerUrl = `http://127.0.0.1:${port}`;
-    await waitUntilReady(routerUrl, count, () => router.tail());
+    const router = await startRouter(group, tmp, workers, sim.blockSize);
     return {
       workers: workers.map((w) => ({
         id: w.id,
@@ -126,7 +102,7 @@ export async function launchFleet(
         events: w.events,
         replay: w.replay,
       })),
-      routerUrl,
+      routerUrl: router.url,
       routerPid: router.pid,
       cleanup,
     };
@@ -134,6 +110,53 @@ export async function launchFleet(
     await cleanup();
     throw err;
   }
+}
+
+/** A worker the router is configured with (`sim-model`, topic `kv-events`). */
+export interface FleetWorkerEndpoints {
+  readonly id: string;
+  readonly url: string;
+  readonly events: string;
+  readonly replay: string | null;
+}
+
+/**
+ * `kvrouter serve` on `config/demo.yaml` plus `workers` (config written into `dir`), its
+ * gateway tokenizing with the bundled Qwen3 files; resolves once the router is ready.
+ */
+export async function startRouter(
+  group: ChildGroup,
+  dir: string,
+  workers: readonly FleetWorkerEndpoints[],
+  blockSize: number,
+): Promise<{ url: string; pid: number }> {
+  const count = workers.length;
+  const base = parseYaml(await readFile(DEMO_CONFIG_PATH, "utf8")) as Record<string, unknown>;
+  const gateway = (base.gateway ?? {}) as Record<string, unknown>;
+  const config = {
+    ...base,
+    gateway: { ...gateway, tokenizers: `sim-model=${bundledQwen3Dir()}` },
+    workers: workers.map((w) => ({
+      id: w.id,
+      url: w.url,
+      eventsEndpoint: w.events,
+      replayEndpoint: w.replay,
+      topic: "kv-events",
+      model: "sim-model",
+      blockSize: blockSize,
+    })),
+  };
+  const configPath = join(dir, "router.yaml");
+  await writeFile(configPath, toYaml(config));
+  const router = group.start("router", ["serve", "--config", configPath], cleanEnv());
+  const port = await router.waitForJsonLine((o) => {
+    if (o.msg !== "kvrouter listening") return null;
+    const address = o.address as { port?: unknown } | null;
+    return typeof address?.port === "number" ? address.port : null;
+  }, START_TIMEOUT_MS);
+  const routerUrl = `http://127.0.0.1:${port}`;
+  await waitUntilReady(routerUrl, count, () => router.tail());
+  return { url: routerUrl, pid: router.pid };
 }
 
 interface WorkersBody {

@@ -1,5 +1,6 @@
 /**
  * The gateway: one OpenAI request in, one worker's answer out. Parse the fields it needs,
+ * resolve the model (a LoRA adapter: its base model and the workers listing it),
  * tokenize, wait for admission when every candidate is busy, route through the same
  * `Router` as `/v1/route` (open circuits and the last failed worker excluded), forward the
  * client's bytes to the chosen worker and data-parallel rank, and retry on the next best
@@ -9,9 +10,10 @@
  *
  * Framework-free: `src/http/gateway-routes.ts` adapts it to fastify.
  *
- * Long file: the stages share one request's state (request id, last worker, decision)
- * and the owners (breakers, queue, metrics); the stages that stand alone already live
- * beside it (`worker-gates`, `prompt-tokens`, `upstream`, `relay`, `usage-scan`).
+ * Long file: the stages share one request's state (target model and adapter, request
+ * id, last worker, decision, the gateway's own time) and the owners (breakers, queue,
+ * metrics); the stages that stand alone already live beside it (`worker-gates`,
+ * `prompt-tokens`, `upstream`, `relay`, `usage-scan`, `models`).
  */
 
 import { randomUUID } from "node:crypto";
@@ -69,6 +71,8 @@ export interface GatewayCall {
   readonly authorization: string | undefined;
   /** Aborted when the client goes away. */
   readonly signal: AbortSignal;
+  /** `performance.now()` when the body had arrived (before parsing); default: `handle`'s start. */
+  readonly receivedAt?: number;
 }
 
 /** A committed answer: the worker's first byte is here; `relay` streams the rest. */
@@ -76,6 +80,24 @@ export interface GatewayAnswer {
   readonly requestId: string;
   readonly worker: WorkerKey;
   relay(res: ServerResponse): Promise<void>;
+}
+
+/** An attempt the worker answered: its first byte is here. */
+interface Sent {
+  readonly decision: RouteDecision;
+  readonly answer: UpstreamAnswer;
+  readonly stripUsage: boolean;
+  /** `performance.now()` once the request was handed to the HTTP client. */
+  readonly sentAt: number;
+}
+
+/** Where a request goes: the model to route and tokenize as, and its LoRA adapter. */
+interface Target {
+  readonly model: string | null;
+  /** The adapter the request names (its blocks are keyed under it); null: the base model. */
+  readonly lora: string | null;
+  /** Only workers at these URLs serve it (those listing the adapter); null: every one. */
+  readonly urls: ReadonlySet<string> | null;
 }
 
 const PATHS: Record<GatewayKind, string> = {
@@ -170,13 +192,17 @@ export class Gateway {
    * `ClientGoneError` (answer nothing).
    */
   async handle(call: GatewayCall): Promise<GatewayAnswer> {
-    const t0 = performance.now();
+    const t0 = call.receivedAt ?? performance.now();
+    /** Time not the gateway's own: tokenization, queueing, failed attempts (ms). */
+    const away = { ms: 0 };
     const label = ROUTE_LABEL[call.kind];
     const outcome = (o: string) => this.metrics.requests.inc({ route: label, outcome: o });
     let req: GatewayRequest;
+    let target: Target;
     try {
       req = parseGatewayRequest(call.kind, call.body);
-      this.#checkModel(req.model);
+      const t = this.#target(req.model, call.authorization);
+      target = t instanceof Promise ? await t : t;
     } catch (err) {
       outcome(
         err instanceof GatewayError && err.code === "model_not_found" ? "no_worker" : "invalid",
@@ -184,12 +210,24 @@ export class Gateway {
       throw err;
     }
     try {
-      const tokens = await tokenizePrompt(req, this.#d.tokenizerFor, this.metrics, this.#d.logger);
+      // Token ids need no tokenizer: no await, nothing measured before the request is sent.
+      let tokens: PromptTokens;
+      if (req.prompt?.kind === "tokens") tokens = { ids: req.prompt.tokens, real: true };
+      else {
+        const ta = performance.now();
+        const { tokenizerFor, logger } = this.#d;
+        tokens = await tokenizePrompt(req, target.model, tokenizerFor, this.metrics, logger);
+        away.ms += performance.now() - ta;
+      }
       if (call.signal.aborted) throw new ClientGoneError("client gone");
-      await this.#admit(req.model, call.signal);
-      const { decision, answer, stripUsage } = await this.#attempts(call, req, tokens);
-      this.metrics.firstByte.observe((performance.now() - t0) / 1000);
-      return this.#commit(label, tokens, decision, answer, stripUsage);
+      if (!this.#admitNow(target.model)) {
+        const qa = performance.now();
+        await this.#admit(target.model, call.signal);
+        away.ms += performance.now() - qa;
+      }
+      const sent = await this.#attempts(call, req, target, tokens, away);
+      const ownBeforeMs = sent.sentAt - t0 - away.ms;
+      return this.#commit(label, tokens, sent, t0, ownBeforeMs, req.prompt?.kind);
     } catch (err) {
       if (err instanceof ClientGoneError || call.signal.aborted) {
         outcome("aborted");
@@ -208,22 +246,44 @@ export class Gateway {
     }
   }
 
-  #checkModel(model: string | null): void {
+  /**
+   * What the request's `model` names: a model some worker serves (declared with it, or
+   * declared without a model: synchronous, as before), else a LoRA adapter some workers
+   * list in their `/v1/models` — routed to those only, tokenized as its base model and
+   * keyed under the adapter's chain, as the engine keys its blocks. Adapters are found
+   * only when the workers are declared with their model: a worker declared without one
+   * takes any name as its own.
+   */
+  #target(model: string | null, authorization: string | undefined): Target | Promise<Target> {
+    if (model === null || this.#d.registry.routable(model).length > 0) {
+      return { model, lora: null, urls: null };
+    }
+    return this.#adapterTarget(model, authorization);
+  }
+
+  async #adapterTarget(model: string, authorization: string | undefined): Promise<Target> {
     const reg = this.#d.registry;
-    if (model === null || reg.routable(model).length > 0) return;
-    if (reg.routable(null).length === 0) {
+    const urls = reg.routable(null).map((w) => w.url);
+    if (urls.length === 0) {
       throw new GatewayError("no_worker_available", "no routable worker is registered");
     }
+    const a = await this.#models.adapter(model, urls, this.workerAuthorization(authorization));
+    if (a !== null) return { model: a.parent, lora: model, urls: a.urls };
     throw new GatewayError(
       "model_not_found",
-      `the model '${model}' does not exist: no registered worker serves it (GET /v1/models lists them)`,
+      `the model '${model}' does not exist: no registered worker serves it or lists it as a LoRA adapter (GET /v1/models lists them)`,
       "model",
     );
   }
 
+  /** Admitted without waiting: no busy threshold set, or nobody queued and a candidate free. */
+  #admitNow(model: string | null): boolean {
+    if (!this.#gates.enabled) return true;
+    return this.admission.depth === 0 && !this.#gates.allBusy(model);
+  }
+
   async #admit(model: string | null, signal: AbortSignal): Promise<void> {
     const c = this.#c;
-    if (!this.#gates.enabled) return;
     const r = await this.admission.admit(() => this.#gates.allBusy(model), signal);
     if (r.ok) {
       if (r.waitedMs > 0) this.metrics.queueWait.observe(r.waitedMs / 1000);
@@ -245,8 +305,10 @@ export class Gateway {
   async #attempts(
     call: GatewayCall,
     req: GatewayRequest,
+    target: Target,
     tokens: PromptTokens,
-  ): Promise<{ decision: RouteDecision; answer: UpstreamAnswer; stripUsage: boolean }> {
+    away: { ms: number },
+  ): Promise<Sent> {
     const d = this.#d;
     const requestId = `gw-${randomUUID()}`;
     const forward = this.#forwardBody(call, req);
@@ -254,8 +316,12 @@ export class Gateway {
     const tried = new Set<string>();
     let lastFailure: UpstreamFailure | null = null;
     let attempt = 0;
-    const once = async () => {
+    let attemptAt = performance.now();
+    const once = async (): Promise<Sent> => {
       if (call.signal.aborted) throw new ClientGoneError("client gone");
+      // Failed attempts and backoff are the workers' time, not the gateway's.
+      if (attempt > 0) away.ms += performance.now() - attemptAt;
+      attemptAt = performance.now();
       attempt++;
       if (attempt > 1) this.metrics.retries.inc();
       const nowMs = d.nowMs();
@@ -263,15 +329,23 @@ export class Gateway {
       // last one never gets it twice in a row.
       const route = (avoid: (workerId: string) => boolean) => {
         const exclude = new Set<WorkerKey>();
-        for (const w of d.registry.routable(req.model)) {
-          if (avoid(w.workerId) || this.#gates.down(w, nowMs)) exclude.add(w.key);
+        const only = target.urls;
+        for (const w of d.registry.routable(target.model)) {
+          if (
+            avoid(w.workerId) ||
+            this.#gates.down(w, nowMs) ||
+            (only !== null && !only.has(w.url))
+          ) {
+            exclude.add(w.key);
+          }
         }
         return d.router.route(
           {
             tokenIds: tokens.ids,
             requestId,
             exclude,
-            ...(req.model === null ? {} : { model: req.model }),
+            ...(target.model === null ? {} : { model: target.model }),
+            ...(target.lora === null ? {} : { loraName: target.lora }),
             ...(req.cacheSalt === null ? {} : { cacheSalt: req.cacheSalt }),
           },
           nowMs,
@@ -290,20 +364,23 @@ export class Gateway {
       tried.add(decision.workerId);
       const url = `${decision.url.replace(/\/$/, "")}${PATHS[req.kind]}`;
       const headers = this.#forwardHeaders(call, decision);
+      let sentAt = 0;
       try {
         // Same synchronous step as the decision: a trial request half-opens the circuit
         // before anyone else can be routed to the worker.
-        const answer = await this.breakers.execute(decision.workerId, () =>
-          this.upstream.post(
+        const answer = await this.breakers.execute(decision.workerId, () => {
+          const posting = this.upstream.post(
             url,
             headers,
             forward.body,
             { firstByteMs: this.#c.firstByteTimeoutMs, idleMs: this.#c.idleTimeoutMs },
             call.signal,
-          ),
-        );
-        this.metrics.attempts.inc({ worker: decision.worker, result: "ok" });
-        return { decision, answer, stripUsage: forward.stripUsage };
+          );
+          sentAt = performance.now();
+          return posting;
+        });
+        // The "ok" attempt is counted once the first byte is on its way (`#commit`).
+        return { decision, answer, stripUsage: forward.stripUsage, sentAt };
       } catch (err) {
         d.inFlight.done(requestId, d.nowMs());
         this.admission.notify();
@@ -376,14 +453,14 @@ export class Gateway {
   #commit(
     label: string,
     tokens: PromptTokens,
-    decision: RouteDecision,
-    answer: UpstreamAnswer,
-    stripUsage: boolean,
+    sent: Sent,
+    t0: number,
+    ownBeforeMs: number,
+    promptKind: string | undefined,
   ): GatewayAnswer {
+    const { decision, answer, stripUsage } = sent;
     const d = this.#d;
     const id = decision.requestId;
-    d.inFlight.firstToken(id, d.nowMs());
-    this.admission.notify();
     this.#relaying++;
     const ct = answer.headers["content-type"];
     const sse = typeof ct === "string" && ct.includes("text/event-stream");
@@ -407,7 +484,21 @@ export class Gateway {
         relayed = true;
         // The filtered body is shorter than the worker's: its content-length was dropped.
         const filter = filtered ? new UsageChunkFilter() : null;
-        const end = await relay(res, answer, headers, scanner, filter);
+        const ownMs = ownBeforeMs + (performance.now() - answer.firstAt);
+        // W3C Server-Timing, after the worker's own entries if it sent any.
+        const timing = `kvrouter;dur=${ownMs.toFixed(3)}`;
+        const theirs = headers["server-timing"];
+        headers["server-timing"] = theirs === undefined ? timing : `${String(theirs)}, ${timing}`;
+        // `relay` writes the head and the first chunk before it returns: the bookkeeping
+        // of the first byte comes after it, off the path the client waits on.
+        const ending = relay(res, answer, headers, scanner, filter);
+        this.metrics.firstByte.observe((performance.now() - t0) / 1000);
+        this.metrics.own.observe(ownMs / 1000);
+        d.inFlight.firstToken(id, d.nowMs());
+        this.admission.notify();
+        this.metrics.attempts.inc({ worker: decision.worker, result: "ok" });
+        if (promptKind === "tokens") this.metrics.tokenize.observe({ mode: "tokens" }, 0);
+        const end = await ending;
         d.inFlight.done(id, d.nowMs());
         this.admission.notify();
         this.#relaying--;

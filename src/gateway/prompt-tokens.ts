@@ -19,6 +19,8 @@ export interface PromptTokens {
 
 export async function tokenizePrompt(
   req: GatewayRequest,
+  /** The model whose tokenizer applies: the request's, or a LoRA adapter's base model. */
+  model: string | null,
   tokenizerFor: (model: string) => PromptTokenizer,
   metrics: GatewayMetrics,
   logger: LogSink,
@@ -33,7 +35,7 @@ export async function tokenizePrompt(
     return { ids: p.tokens, real: true };
   }
   if (p?.kind === "batch") return none("batch_prompt");
-  const tokenizer = tokenizerFor(req.model ?? "");
+  const tokenizer = tokenizerFor(model ?? "");
   const mode = tokenizer instanceof LocalTokenizer ? "local" : "remote";
   const t0 = performance.now();
   try {
@@ -44,7 +46,7 @@ export async function tokenizePrompt(
     metrics.tokenize.observe({ mode }, (performance.now() - t0) / 1000);
     return { ids: r.tokenIds, real: true };
   } catch (err) {
-    logger.debug({ err: String(err), model: req.model, mode }, "tokenization failed");
+    logger.debug({ err: String(err), model, mode }, "tokenization failed");
     return none(err instanceof TokenizeError ? err.code : "error");
   }
 }

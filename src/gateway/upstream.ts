@@ -6,7 +6,7 @@
  * elsewhere; after it, the body is handed over paused, for the relay to stream.
  */
 
-import { Agent, request } from "undici";
+import { Agent, type Dispatcher } from "undici";
 import type { BreakerFailure } from "./breakers.js";
 import { ClientGoneError } from "./errors.js";
 
@@ -45,6 +45,8 @@ export interface UpstreamAnswer {
   readonly body: NodeJS.ReadableStream & { destroy(err?: Error): void; resume(): unknown };
   /** Whether the body already ended (everything was in `first`). */
   readonly ended: boolean;
+  /** `performance.now()` when the first chunk (or the end) arrived. */
+  readonly firstAt: number;
 }
 
 const CONNECT_CODES = new Set([
@@ -80,8 +82,18 @@ function codeOf(err: unknown): string {
 /** Longest error body read from a failing worker, for the message. */
 const ERROR_BODY_BYTES = 2048;
 
+/** A worker URL split once for undici's `dispatcher.request` (no URL parse per request). */
+interface Target {
+  readonly origin: string;
+  readonly path: string;
+}
+
+/** Most distinct URLs kept parsed (workers × two routes); past it the cache starts over. */
+const TARGET_CACHE_LIMIT = 4096;
+
 export class UpstreamClient {
   readonly agent: Agent;
+  readonly #targets = new Map<string, Target>();
 
   constructor(opts: { readonly connectTimeoutMs: number }) {
     // keepAliveTimeout stays below uvicorn's 5 s default, so the gateway never reuses a
@@ -136,10 +148,12 @@ export class UpstreamClient {
       }
       return err instanceof Error ? err : new Error(String(err));
     };
-    let res: Awaited<ReturnType<typeof request>>;
+    let res: Dispatcher.ResponseData;
     try {
-      res = await request(url, {
-        dispatcher: this.agent,
+      const { origin, path } = this.#target(url);
+      res = await this.agent.request({
+        origin,
+        path,
         method: "POST",
         headers,
         body,
@@ -171,8 +185,9 @@ export class UpstreamClient {
     }
     try {
       const { first, ended } = await firstChunk(res.body);
+      const firstAt = performance.now();
       cleanup();
-      return { status, headers: res.headers, first, body: res.body, ended };
+      return { status, headers: res.headers, first, body: res.body, ended, firstAt };
     } catch (err) {
       cleanup();
       res.body.destroy();
@@ -182,6 +197,17 @@ export class UpstreamClient {
 
   close(): Promise<void> {
     return this.agent.close();
+  }
+
+  #target(url: string): Target {
+    let t = this.#targets.get(url);
+    if (t === undefined) {
+      const u = new URL(url);
+      t = { origin: u.origin, path: `${u.pathname}${u.search}` };
+      if (this.#targets.size >= TARGET_CACHE_LIMIT) this.#targets.clear();
+      this.#targets.set(url, t);
+    }
+    return t;
   }
 }
 

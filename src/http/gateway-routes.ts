@@ -41,6 +41,8 @@ declare module "fastify" {
   interface FastifyRequest {
     /** The JSON body's bytes (gateway routes only). */
     rawBody?: Buffer;
+    /** `performance.now()` when the body had arrived, before it was parsed. */
+    bodyAt?: number;
   }
 }
 
@@ -56,6 +58,7 @@ export function registerGatewayRoutes(
     scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (req, body, done) => {
       const buf = body as Buffer;
       req.rawBody = buf;
+      req.bodyAt = performance.now();
       if (buf.length === 0) {
         done(Object.assign(new Error("empty"), { code: "FST_ERR_CTP_EMPTY_JSON_BODY" }));
         return;
@@ -82,6 +85,7 @@ export function registerGatewayRoutes(
             raw: req.rawBody ?? Buffer.from(JSON.stringify(req.body ?? null)),
             authorization: req.headers.authorization,
             signal: ac.signal,
+            ...(req.bodyAt === undefined ? {} : { receivedAt: req.bodyAt }),
           });
           reply.hijack();
           await answer.relay(res);

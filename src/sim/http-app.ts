@@ -36,6 +36,8 @@ export interface SimAppDeps {
   readonly metrics: SimMetrics;
   readonly clock: SimClock;
   readonly modelName: string;
+  /** LoRA adapters served besides the model (vLLM's `--lora-modules`). Default none. */
+  readonly loras?: readonly string[];
   readonly maxModelLen: number;
   /** Largest request body in bytes. Default 64 MiB. */
   readonly bodyLimit?: number;
@@ -67,10 +69,12 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
     reply.code(404).send(errorBody(404, `no route ${req.method} ${req.url}`, null));
   });
 
-  const checkModel = (model: string | null) => {
-    if (model !== null && model !== modelName) {
-      throw new SimHttpError(404, `The model \`${model}\` does not exist.`, "model");
-    }
+  const loras = new Set(deps.loras ?? []);
+  /** The adapter a request names (null: the base model); 404 for a name not served. */
+  const checkModel = (model: string | null): string | null => {
+    if (model === null || model === modelName) return null;
+    if (loras.has(model)) return model;
+    throw new SimHttpError(404, `The model \`${model}\` does not exist.`, "model");
   };
   const tokensOf = (p: PromptInput): number[] =>
     p.kind === "tokens" ? p.tokens : real ? real.completion(p.text) : tokenizer.encode(p.text);
@@ -81,7 +85,10 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
     params: GenerationParams,
     promptTokens: number[],
     reply: FastifyReply,
+    loraName: string | null,
   ): Promise<unknown> | undefined => {
+    // vLLM answers with the adapter's name as the model (`OpenAIServingModels.model_name`).
+    const answerModel = loraName ?? modelName;
     const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;
     const created = Math.floor(Date.now() / 1000);
     const startedAt = clock.now();
@@ -111,7 +118,7 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
         id,
         object: `${object}${kind === "chat" ? ".chunk" : ""}`,
         created,
-        model: modelName,
+        model: answerModel,
         choices: [choice],
       };
     };
@@ -120,7 +127,7 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
     };
 
     engine.submit(
-      { id, promptTokens, maxTokens: params.maxTokens, loraName: null },
+      { id, promptTokens, maxTokens: params.maxTokens, loraName },
       {
         onToken: (token, index) => {
           if (index === 0) metrics.observeTtft((clock.now() - startedAt) / 1000);
@@ -139,7 +146,7 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
                 id,
                 object: `${object}.chunk`,
                 created,
-                model: modelName,
+                model: answerModel,
                 choices: [],
                 usage: usageOf(o),
               });
@@ -169,7 +176,7 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
             id,
             object,
             created,
-            model: modelName,
+            model: answerModel,
             choices: [choice],
             usage: usageOf(o),
           });
@@ -206,16 +213,16 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
 
   app.post("/v1/completions", async (req, reply) => {
     const r = parseCompletionRequest(req.body);
-    checkModel(r.model);
+    const lora = checkModel(r.model);
     const tokens = tokensOf(r.prompt);
-    return submitOr400(() => generate("completion", r, tokens, reply));
+    return submitOr400(() => generate("completion", r, tokens, reply, lora));
   });
 
   app.post("/v1/chat/completions", async (req, reply) => {
     const r = parseChatRequest(req.body);
-    checkModel(r.model);
+    const lora = checkModel(r.model);
     const tokens = real ? real.chat(req.body) : tokenizer.encode(tokenizer.renderChat(r.messages));
-    return submitOr400(() => generate("chat", r, tokens, reply));
+    return submitOr400(() => generate("chat", r, tokens, reply, lora));
   });
 
   app.post("/tokenize", async (req) => {
@@ -262,6 +269,16 @@ export function buildSimApp(deps: SimAppDeps): FastifyInstance {
         parent: null,
         max_model_len: deps.maxModelLen,
       },
+      // vLLM's adapter cards: the adapter's name, its base model as parent.
+      ...[...loras].map((name) => ({
+        id: name,
+        object: "model",
+        created: Math.floor(Date.now() / 1000),
+        owned_by: "vllm",
+        root: `/adapters/${name}`,
+        parent: modelName,
+        max_model_len: null,
+      })),
     ],
   }));
 

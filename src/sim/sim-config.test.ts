@@ -24,6 +24,17 @@ describe("parseSimArgs", () => {
     expect(parseSimArgs(["--help"])).toBe("help");
   });
 
+  it("reads LoRA adapters (--lora a,b) and refuses empty or the model's own name", () => {
+    const c = parseSimArgs(["--lora", "sql-lora, chat-lora,sql-lora"]);
+    if (c === "help") throw new Error("help");
+    expect(c.loras).toEqual(["sql-lora", "chat-lora"]);
+    const d = parseSimArgs([]);
+    if (d === "help") throw new Error("help");
+    expect(d.loras).toEqual([]);
+    expect(() => parseSimArgs(["--lora", "a,,b"])).toThrow(SimConfigError);
+    expect(() => parseSimArgs(["--lora", "sim-model"])).toThrow(/model's own name/);
+  });
+
   it("reads every flag", () => {
     const c = parseSimArgs([
       "--host",

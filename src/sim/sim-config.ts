@@ -31,6 +31,8 @@ export interface SimWorkerConfig {
   readonly seed: number;
   /** Model directory (tokenizer.json + tokenizer_config.json) for real tokenization; null = stand-in. */
   readonly tokenizerDir: string | null;
+  /** LoRA adapters served (`--lora`); requests naming one are cached under its name. */
+  readonly loras: readonly string[];
 }
 
 export const SIM_USAGE = `usage: kvrouter sim-worker [options]
@@ -58,6 +60,8 @@ vLLM metric names, and vLLM's ZeroMQ KV events.
   --seed <n>                    block hash seed, 0..2^32-1 (default: random per process)
   --tokenizer <dir>             real tokenizer: a model directory with tokenizer.json and
                                 tokenizer_config.json (default: the stand-in tokenizer)
+  --lora <name[,name…]>         LoRA adapters served: listed in /v1/models with the model
+                                as parent; a request naming one is cached under its name
   -h, --help                    this text
 `;
 
@@ -85,6 +89,7 @@ const OPTIONS = {
   "hash-encoding": { type: "string" },
   seed: { type: "string" },
   tokenizer: { type: "string" },
+  lora: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -137,6 +142,16 @@ function oneOf<T extends string>(
     throw new SimConfigError(`--${flag} must be one of ${values.join(", ")}, got '${raw}'`);
   }
   return raw as T;
+}
+
+function lorasOf(raw: string | undefined, model: string): readonly string[] {
+  if (raw === undefined) return [];
+  const names = raw.split(",").map((n) => n.trim());
+  for (const n of names) {
+    if (n === "") throw new SimConfigError("--lora: an adapter name is empty");
+    if (n === model) throw new SimConfigError(`--lora: ${n} is the model's own name`);
+  }
+  return Object.freeze([...new Set(names)]);
 }
 
 function tokenizerDirOf(raw: string | undefined): string | null {
@@ -214,5 +229,6 @@ export function parseSimArgs(argv: readonly string[]): SimWorkerConfig | "help" 
     hashForm: oneOf("hash-encoding", v["hash-encoding"], ["uint64", "int64"] as const, "uint64"),
     seed: int("seed", v.seed, randomInt(0, 2 ** 32 - 1), 0, 2 ** 32 - 1),
     tokenizerDir: tokenizerDirOf(v.tokenizer),
+    loras: lorasOf(v.lora, model),
   });
 }

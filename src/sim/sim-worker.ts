@@ -103,6 +103,7 @@ export async function startSimWorker(
     metrics,
     clock,
     modelName: config.model,
+    loras: config.loras,
     maxModelLen: config.maxModelLen,
   });
   let address: string;
