@@ -292,6 +292,18 @@ export const FIELDS = {
       default: 60_000,
       doc: "how often the snapshot is written",
     },
+    fromPeer: {
+      kind: "optional-string",
+      default: null,
+      doc: "base URL of another kvrouter (e.g. http://router-a:8080) whose GET /v1/snapshot is fetched at start when no local snapshot loads (server.authToken is sent); unset = off",
+    },
+    fromPeerTimeoutMs: {
+      kind: "int",
+      min: 100,
+      max: 600_000,
+      default: 30_000,
+      doc: "how long fetching the peer's snapshot may take before starting cold",
+    },
   },
   log: {
     level: { kind: "enum", values: LOG_LEVELS, default: "info", doc: "pino log level" },
