@@ -224,12 +224,14 @@ export class SnapshotStore {
     }
   }
 
-  /** No more periodic writes; waits for one in flight. */
+  /** No more periodic writes; waits for a write or export in flight. */
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
     await this.#writing;
+    // An export in progress still reads the copy buffers: a capture now would overwrite them.
+    await this.#busy;
   }
 
   /** Maps the capture buffers' pages, 1 MB per event-loop turn. */
