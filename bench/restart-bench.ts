@@ -6,9 +6,11 @@
  * 1. a router (in this process) ingests them all; a snapshot is written while a 1 ms
  *    ticker and `monitorEventLoopDelay` measure the longest event-loop pause;
  * 2. the router stops (final snapshot); each engine publishes 2 more batches;
- * 3. a cold router process (no snapshot) and then a warm one (the snapshot) start; for
- *    each: process start → listening, and the share of probes whose `/v1/match` equals
- *    what the engines hold (exact), at listening time and once every stream is current.
+ * 3. a cold router process (no snapshot) and then a warm one (the snapshot) start, then,
+ *    while the warm one runs, a third with no file and `snapshot.fromPeer` = the warm one
+ *    (a new replica); for each: process start → listening, and the share of probes whose
+ *    `/v1/match` equals what the engines hold (exact), at listening time and once every
+ *    stream is current.
  *
  * Last line: one JSON object (`blocks`, `snapshot_mb`, `snapshot_write_ms`,
  * `max_loop_pause_ms`, `warm_ready_ms`, `cold_exact_ratio`, `warm_exact_ratio`, …; the
@@ -83,13 +85,17 @@ const workers = pubs.map((p, e) => ({
   topic: "kv",
   metricsUrl: null,
 }));
-const raw = (snapshot: boolean) => ({
+const raw = (snapshot: boolean, fromPeer?: string) => ({
   server: { port: 0, drainMs: 0 },
   index: { blockSize: BS, maxBlocks: 0 },
   gateway: { enabled: false },
   log: { level: "info" },
   events: { replayTimeoutMs: 10_000 },
-  snapshot: snapshot ? { path: snapPath, intervalMs: 3_600_000 } : {},
+  snapshot: snapshot
+    ? { path: snapPath, intervalMs: 3_600_000 }
+    : fromPeer === undefined
+      ? {}
+      : { fromPeer },
   workers,
 });
 
@@ -198,9 +204,10 @@ interface Started {
   base: string;
   readyMs: number;
 }
-async function startRouter(snapshot: boolean): Promise<Started> {
-  const cfg = join(dir, snapshot ? "warm.json" : "cold.json");
-  writeFileSync(cfg, JSON.stringify(raw(snapshot)));
+type Kind = "cold" | "warm" | "peer";
+async function startRouter(kind: Kind, peer?: string): Promise<Started> {
+  const cfg = join(dir, `${kind}.json`);
+  writeFileSync(cfg, JSON.stringify(raw(kind === "warm", peer)));
   const t = Date.now();
   const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", "serve", "-c", cfg], {
     cwd: root,
@@ -258,22 +265,30 @@ async function allCurrent(base: string): Promise<number> {
   }
 }
 
-async function measure(snapshot: boolean) {
-  const r = await startRouter(snapshot);
+async function stop(r: Started): Promise<void> {
+  r.child.kill("SIGTERM");
+  await new Promise((resolve) => r.child.once("exit", resolve));
+}
+
+/** Starts a router of `kind`, measures it; `keep` leaves it running (returned). */
+async function measure(kind: Kind, opts: { peer?: string; keep?: boolean } = {}) {
+  const r = await startRouter(kind, opts.peer);
   const atReady = await exactRatio(r.base);
   const currentMs = await allCurrent(r.base);
   const settled = await exactRatio(r.base);
-  r.child.kill("SIGTERM");
-  await new Promise((resolve) => r.child.once("exit", resolve));
+  if (opts.keep !== true) await stop(r);
   console.log(
-    `${snapshot ? "warm" : "cold"}: listening after ${r.readyMs} ms; exact at listening ${atReady.toFixed(3)}, streams current ${Math.round(currentMs)} ms later, exact then ${settled.toFixed(3)}`,
+    `${kind}: listening after ${r.readyMs} ms; exact at listening ${atReady.toFixed(3)}, streams current ${Math.round(currentMs)} ms later, exact then ${settled.toFixed(3)}`,
   );
-  return { readyMs: r.readyMs, atReady, settled, currentMs };
+  return { readyMs: r.readyMs, atReady, settled, currentMs, router: r };
 }
 
 // The cold router must not overwrite the snapshot: it runs without one.
-const cold = await measure(false);
-const warm = await measure(true);
+const cold = await measure("cold");
+const warm = await measure("warm", { keep: true });
+// A new replica with no file of its own, warm from the running one's GET /v1/snapshot.
+const peer = await measure("peer", { peer: warm.router.base });
+await stop(warm.router);
 await Promise.all(pubs.map((p) => p.close()));
 rmSync(dir, { recursive: true, force: true });
 
@@ -296,6 +311,9 @@ console.log(
     cold_ready_ms: cold.readyMs,
     cold_exact_ratio: cold.settled,
     warm_exact_ratio: warm.settled,
+    peer_ready_ms: peer.readyMs,
+    peer_exact_at_listen: peer.atReady,
+    peer_exact_ratio: peer.settled,
     cold_exact_at_listen: cold.atReady,
     warm_exact_at_listen: warm.atReady,
     cold_current_ms: Math.round(cold.currentMs),

@@ -212,4 +212,22 @@ describe("index snapshot", () => {
     expect(restoredMatches(files())).toBe(t.stats().workerBlocks);
     expect(t.stats().workerBlocks).toBe(32_000);
   });
+
+  it("ends chunks early when the time slice is spent, with the same content", () => {
+    const t = new RadixTreeIndex({ blockSize: BS });
+    for (let c = 0; c < 500; c++) {
+      const hashes = Array.from({ length: 8 }, (_, i) => engineHashFromSafeInt(c * 8 + i + 1));
+      const tokens = Array.from({ length: 8 * BS }, (_, i) => (i === 0 ? c + 1 : i));
+      t.applyEvent(W[c % 3]!, stored(hashes, null, tokens));
+    }
+    const cap = captureSnapshot(t.snapshotAccess(), [], 1);
+    const whole = [...encodeSnapshot(cap)];
+    const sliced = [...encodeSnapshot(cap, { sliceOver: () => true })];
+    expect(sliced.length).toBeGreaterThan(whole.length * 10); // a chunk every 64 records
+    const a = decodeSnapshot(new Uint8Array(Buffer.concat(whole)), BS);
+    const b = decodeSnapshot(new Uint8Array(Buffer.concat(sliced)), BS);
+    if (!a.ok || !b.ok) throw new Error("refused");
+    expect(b.snapshot.nodes).toEqual(a.snapshot.nodes);
+    expect(b.snapshot.entries).toEqual(a.snapshot.entries);
+  });
 });

@@ -72,14 +72,19 @@ export function captureSnapshot(
  * The file, in chunks; each costs at most a few milliseconds to produce. With `reuse`, a
  * chunk's bytes are valid only until the next is asked for (write it first): sections
  * are built in a few recycled buffers instead of ~30 MB of fresh ones per write, whose
- * external-memory pressure set off major GCs in the middle of a write.
+ * external-memory pressure set off major GCs in the middle of a write. With `sliceOver`
+ * (polled every 64 records), a chunk also ends as soon as it says the time slice is
+ * spent: a record count alone does not bound the first write of a process, whose
+ * encoder runs unoptimised (~10× slower) until V8 has compiled it. Chunk boundaries then
+ * depend on timing; the decoded content does not.
  */
 export function* encodeSnapshot(
   cap: SnapshotCapture,
-  options: { readonly reuse?: boolean } = {},
+  options: { readonly reuse?: boolean; readonly sliceOver?: () => boolean } = {},
 ): Generator<Uint8Array> {
+  const over = options.sliceOver ?? (() => false);
   if (options.reuse !== true) {
-    yield* encodeChunks(cap, (n) => new Uint8Array(n));
+    yield* encodeChunks(cap, (n) => new Uint8Array(n), over);
     return;
   }
   const free: ArrayBuffer[] = [];
@@ -88,15 +93,17 @@ export function* encodeSnapshot(
     const b = i >= 0 ? free.splice(i, 1)[0]! : new ArrayBuffer(Math.max(n, 1 << 17));
     return new Uint8Array(b, 0, n);
   };
-  for (const chunk of encodeChunks(cap, alloc)) {
+  for (const chunk of encodeChunks(cap, alloc, over)) {
     yield chunk;
-    if (free.length < 8) free.push(chunk.buffer as ArrayBuffer);
+    if (chunk.buffer.byteLength >= 1 << 17 && free.length < 8)
+      free.push(chunk.buffer as ArrayBuffer);
   }
 }
 
 function* encodeChunks(
   cap: SnapshotCapture,
   alloc: (bytes: number) => Uint8Array,
+  over: () => boolean,
 ): Generator<Uint8Array> {
   const ix = cap.index;
   const slots: number[] = []; // slot → worker number in the file, −1 = not saved
@@ -152,6 +159,7 @@ function* encodeChunks(
   const ready: Uint8Array[] = [];
   const stack: number[] = [];
   let steps = { n: 0 };
+  let polls = 0;
   for (let e = next(-1, steps); e >= 0; e = next(e, steps)) {
     let n = ents[e * E.stride + E.node]!;
     while (n >= 0 && number[n] === 0) {
@@ -169,6 +177,11 @@ function* encodeChunks(
         ready.push(section(alloc, TAG_NODES, fill / 3, buf));
         fill = 0;
       }
+    }
+    if ((++polls & 63) === 0 && ready.length === 0 && over()) {
+      // The slice is spent: end the section here (or yield nothing, to give the turn back).
+      ready.push(fill > 0 ? section(alloc, TAG_NODES, fill / 3, buf.subarray(0, fill)) : EMPTY);
+      fill = 0;
     }
     while (ready.length > 0) yield out(ready.shift()!);
   }
@@ -225,7 +238,7 @@ function* encodeChunks(
       }
     }
     ordinal++;
-    if (fill === buf.length) yield* flush();
+    if (fill === buf.length || ((ordinal & 63) === 0 && over())) yield* flush();
   }
   yield* flush();
   if (copies.length > 0)
@@ -255,6 +268,8 @@ function sectionBytes(alloc: Alloc, tag: number, count: number, payload: Uint8Ar
   out.set(payload, 9);
   return out;
 }
+
+const EMPTY = new Uint8Array(0);
 
 const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 

@@ -28,6 +28,9 @@ import {
 } from "../index/snapshot-codec.js";
 import type { LogSink } from "../util/log-sink.js";
 
+/** Most encoding work per event-loop turn, ms (the chunk ends at the next poll after it). */
+const SLICE_MS = 3;
+
 export interface SnapshotStoreOptions {
   /** null: no file (no periodic writes, nothing loaded); exports still work. */
   readonly path: string | null;
@@ -211,8 +214,12 @@ export class SnapshotStore {
     await before;
     try {
       await this.#prefault();
-      const chunks = encodeSnapshot(this.capture());
+      let sliceStart = 0;
+      const chunks = encodeSnapshot(this.capture(), {
+        sliceOver: () => performance.now() - sliceStart > SLICE_MS,
+      });
       for (;;) {
+        sliceStart = performance.now();
         const next = chunks.next();
         if (next.done) break;
         yield next.value;
@@ -258,9 +265,14 @@ export class SnapshotStore {
     try {
       const fh = await open(tmp, "w");
       try {
-        const chunks = encodeSnapshot(cap, { reuse: true }); // each written before the next
+        let sliceStart = 0;
+        const chunks = encodeSnapshot(cap, {
+          reuse: true, // each chunk is written before the next is made
+          sliceOver: () => performance.now() - sliceStart > SLICE_MS,
+        });
         for (;;) {
           const c0 = performance.now();
+          sliceStart = c0;
           const next = chunks.next();
           maxChunkMs = Math.max(maxChunkMs, performance.now() - c0);
           if (next.done) break;
