@@ -6,6 +6,7 @@
 
 import { GATEWAY_FIELDS } from "./gateway-fields.js";
 import { PREDICT_FIELDS } from "./predict-fields.js";
+import { SNAPSHOT_FIELDS } from "./snapshot-fields.js";
 import { LOG_LEVELS, ON_ALL_STALE } from "./types.js";
 
 export type FieldSpec =
@@ -279,32 +280,7 @@ export const FIELDS = {
     },
   },
   gateway: GATEWAY_FIELDS,
-  snapshot: {
-    path: {
-      kind: "optional-string",
-      default: null,
-      doc: "file the index and stream positions are saved to (periodically and on shutdown) and restored from at start (docs/index.md); unset = off",
-    },
-    intervalMs: {
-      kind: "int",
-      min: 1000,
-      max: DAY_MS,
-      default: 60_000,
-      doc: "how often the snapshot is written",
-    },
-    fromPeer: {
-      kind: "optional-string",
-      default: null,
-      doc: "base URL of another kvrouter (e.g. http://router-a:8080) whose GET /v1/snapshot is fetched at start when no local snapshot loads (server.authToken is sent); unset = off",
-    },
-    fromPeerTimeoutMs: {
-      kind: "int",
-      min: 100,
-      max: 600_000,
-      default: 30_000,
-      doc: "how long fetching the peer's snapshot may take before starting cold",
-    },
-  },
+  snapshot: SNAPSHOT_FIELDS,
   log: {
     level: { kind: "enum", values: LOG_LEVELS, default: "info", doc: "pino log level" },
   },

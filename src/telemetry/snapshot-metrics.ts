@@ -6,7 +6,26 @@
  */
 
 import { Counter, Gauge, type Registry } from "prom-client";
-import type { SnapshotStatus } from "../service/snapshot-store.js";
+
+/** What the metrics read; `SnapshotStore.status()` (service/snapshot-store.ts) gives it. */
+export interface SnapshotStatus {
+  readonly load: {
+    readonly result: string;
+    readonly source: string;
+    readonly reason: string;
+  } | null;
+  readonly writes: number;
+  readonly failures: number;
+  readonly exports: number;
+  readonly last: {
+    readonly bytes: number;
+    readonly totalMs: number;
+    readonly captureMs: number;
+    readonly maxChunkMs: number;
+  } | null;
+  /** Wall-clock ms of the last successful write (null = none yet). */
+  readonly lastOkMs: number | null;
+}
 
 /** Register the snapshot instruments on `registry`, reading `status` when scraped. */
 export function registerSnapshotMetrics(
