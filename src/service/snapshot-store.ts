@@ -186,8 +186,15 @@ export class SnapshotStore {
   write(capture?: SnapshotCapture): Promise<SnapshotWrite | null> {
     const path = this.#o.path;
     if (this.#writing !== null || path === null) return Promise.resolve(null);
-    const run = this.#busy.then(() => this.#write(path, capture));
-    this.#busy = run;
+    const run = this.#busy
+      .then(() => this.#write(path, capture))
+      .catch((err: unknown) => {
+        // The prefault or the capture threw (the file steps log their own failures).
+        this.#o.logger.error({ path, err: String(err) }, "index snapshot write failed");
+        this.#failures++;
+        return null;
+      });
+    this.#busy = run; // never rejects: the writes and exports queued after it still run
     this.#writing = run.finally(() => {
       this.#writing = null;
     });
@@ -209,7 +216,7 @@ export class SnapshotStore {
     const mine = new Promise<void>((r) => {
       release = r;
     });
-    const before = this.#busy;
+    const before = this.#busy; // never rejects
     this.#busy = before.then(() => mine);
     await before;
     try {
