@@ -81,4 +81,28 @@ describe("SnapshotStore: writes and exports share the copy buffers", () => {
     for await (const c of off.export()) parts.push(c);
     expect(entries(new Uint8Array(Buffer.concat(parts)))).toBe(80);
   });
+
+  it("a write whose capture throws is counted and does not block the next", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvr-store-"));
+    dirs.push(dir);
+    const t = new RadixTreeIndex({ blockSize: BS });
+    fill(t, 0, 10);
+    const access = t.snapshotAccess();
+    let fail = true;
+    const flaky = {
+      ...access,
+      prepare: () => {
+        if (fail) throw new Error("no memory");
+        return access.prepare();
+      },
+    };
+    const store = new SnapshotStore(
+      { path: join(dir, "x.snap"), intervalMs: 60_000, blockSize: BS, logger: noopLogger },
+      { access: flaky, streams: () => [] },
+    );
+    expect(await store.write()).toBeNull();
+    fail = false;
+    expect((await store.write())?.bytes).toBeGreaterThan(0);
+    expect(store.status()).toMatchObject({ writes: 1, failures: 1 });
+  });
 });
