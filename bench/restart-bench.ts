@@ -6,18 +6,22 @@
  * 1. a router (in this process) ingests them all; a snapshot is written while a 1 ms
  *    ticker and `monitorEventLoopDelay` measure the longest event-loop pause;
  * 2. the router stops (final snapshot); each engine publishes 2 more batches;
- * 3. a cold router process (no snapshot) and then a warm one (the snapshot) start; for
- *    each: process start → listening, and the share of probes whose `/v1/match` equals
- *    what the engines hold (exact), at listening time and once every stream is current.
+ * 3. a cold router process (no snapshot) and then a warm one (the snapshot) start, then,
+ *    while the warm one runs, a third with no file and `snapshot.fromPeer` = the warm one
+ *    (a new replica); for each: process start → listening, and the share of probes whose
+ *    `/v1/match` equals what the engines hold (exact), at listening time and once every
+ *    stream is current.
  *
  * Last line: one JSON object (`blocks`, `snapshot_mb`, `snapshot_write_ms`,
- * `max_loop_pause_ms`, `warm_ready_ms`, `cold_exact_ratio`, `warm_exact_ratio`, …).
+ * `max_loop_pause_ms`, `warm_ready_ms`, `cold_exact_ratio`, `warm_exact_ratio`, …; the
+ * `*_pause_cpu_ms` keys: the most CPU the process spent between two 1 ms ticks, i.e. the
+ * pause on an uncontended core).
  * Env: RESTART_WORKERS (64), RESTART_BATCHES (250 per engine), RESTART_BUFFER (50).
  */
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { createInterface } from "node:readline";
@@ -81,13 +85,17 @@ const workers = pubs.map((p, e) => ({
   topic: "kv",
   metricsUrl: null,
 }));
-const raw = (snapshot: boolean) => ({
+const raw = (snapshot: boolean, fromPeer?: string) => ({
   server: { port: 0, drainMs: 0 },
   index: { blockSize: BS, maxBlocks: 0 },
   gateway: { enabled: false },
   log: { level: "info" },
   events: { replayTimeoutMs: 10_000 },
-  snapshot: snapshot ? { path: snapPath, intervalMs: 3_600_000 } : {},
+  snapshot: snapshot
+    ? { path: snapPath, intervalMs: 3_600_000 }
+    : fromPeer === undefined
+      ? {}
+      : { fromPeer },
   workers,
 });
 
@@ -140,18 +148,36 @@ const resets = (await streams()).reduce(
 if (resets > 0) throw new Error(`${resets} stream resets while filling: the index is not exact`);
 console.log(`ingested ${total} blocks in ${Math.round(performance.now() - t0)} ms`);
 
-/** One periodic snapshot write, with the longest event-loop pause while it runs. */
+/**
+ * One snapshot write, with the longest event-loop pause while it runs: wall clock (a 1 ms
+ * ticker and `monitorEventLoopDelay`), and the process CPU time spent inside that longest
+ * gap. On a shared machine a pause stretches while other processes hold the core; the
+ * CPU figure is the pause this write would cause on a core of its own (the other
+ * threads are idle here: ingest is over).
+ */
 async function measuredWrite() {
   const histogram = monitorEventLoopDelay({ resolution: 1 });
   let maxGap = 0;
+  let maxGapCpu = 0;
+  let maxCpu = 0;
   let last = performance.now();
+  let lastCpu = process.cpuUsage();
   const ticker = setInterval(() => {
     const now = performance.now();
-    maxGap = Math.max(maxGap, now - last);
+    const cpu = process.cpuUsage();
+    const used = (cpu.user - lastCpu.user + cpu.system - lastCpu.system) / 1000;
+    if (now - last > maxGap) {
+      maxGap = now - last;
+      maxGapCpu = used;
+    }
+    maxCpu = Math.max(maxCpu, used);
     last = now;
+    lastCpu = cpu;
   }, 1);
   await sleep(50);
   maxGap = 0;
+  maxGapCpu = 0;
+  maxCpu = 0;
   histogram.enable();
   const w = await svc.snapshot!.write();
   histogram.disable();
@@ -159,9 +185,9 @@ async function measuredWrite() {
   if (w === null) throw new Error("snapshot write failed");
   const pause = Math.max(maxGap, histogram.max / 1e6);
   console.log(
-    `snapshot: ${(w.bytes / 2 ** 20).toFixed(1)} MB in ${w.totalMs.toFixed(0)} ms; capture ${w.captureMs.toFixed(1)} ms, longest chunk ${w.maxChunkMs.toFixed(1)} ms; longest loop pause ${pause.toFixed(1)} ms`,
+    `snapshot: ${(w.bytes / 2 ** 20).toFixed(1)} MB in ${w.totalMs.toFixed(0)} ms; capture ${w.captureMs.toFixed(1)} ms, longest chunk ${w.maxChunkMs.toFixed(1)} ms; longest loop pause ${pause.toFixed(1)} ms wall (${maxGapCpu.toFixed(1)} ms CPU in it; most CPU between two ticks ${maxCpu.toFixed(1)} ms)`,
   );
-  return { ...w, pause };
+  return { ...w, pause, pauseCpu: maxCpu };
 }
 const firstWrite = await measuredWrite();
 const write = await measuredWrite(); // steady state: the capture buffers exist
@@ -178,9 +204,10 @@ interface Started {
   base: string;
   readyMs: number;
 }
-async function startRouter(snapshot: boolean): Promise<Started> {
-  const cfg = join(dir, snapshot ? "warm.json" : "cold.json");
-  writeFileSync(cfg, JSON.stringify(raw(snapshot)));
+type Kind = "cold" | "warm" | "peer";
+async function startRouter(kind: Kind, peer?: string): Promise<Started> {
+  const cfg = join(dir, `${kind}.json`);
+  writeFileSync(cfg, JSON.stringify(raw(kind === "warm", peer)));
   const t = Date.now();
   const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", "serve", "-c", cfg], {
     cwd: root,
@@ -238,22 +265,30 @@ async function allCurrent(base: string): Promise<number> {
   }
 }
 
-async function measure(snapshot: boolean) {
-  const r = await startRouter(snapshot);
+async function stop(r: Started): Promise<void> {
+  r.child.kill("SIGTERM");
+  await new Promise((resolve) => r.child.once("exit", resolve));
+}
+
+/** Starts a router of `kind`, measures it; `keep` leaves it running (returned). */
+async function measure(kind: Kind, opts: { peer?: string; keep?: boolean } = {}) {
+  const r = await startRouter(kind, opts.peer);
   const atReady = await exactRatio(r.base);
   const currentMs = await allCurrent(r.base);
   const settled = await exactRatio(r.base);
-  r.child.kill("SIGTERM");
-  await new Promise((resolve) => r.child.once("exit", resolve));
+  if (opts.keep !== true) await stop(r);
   console.log(
-    `${snapshot ? "warm" : "cold"}: listening after ${r.readyMs} ms; exact at listening ${atReady.toFixed(3)}, streams current ${Math.round(currentMs)} ms later, exact then ${settled.toFixed(3)}`,
+    `${kind}: listening after ${r.readyMs} ms; exact at listening ${atReady.toFixed(3)}, streams current ${Math.round(currentMs)} ms later, exact then ${settled.toFixed(3)}`,
   );
-  return { readyMs: r.readyMs, atReady, settled, currentMs };
+  return { readyMs: r.readyMs, atReady, settled, currentMs, router: r };
 }
 
 // The cold router must not overwrite the snapshot: it runs without one.
-const cold = await measure(false);
-const warm = await measure(true);
+const cold = await measure("cold");
+const warm = await measure("warm", { keep: true });
+// A new replica with no file of its own, warm from the running one's GET /v1/snapshot.
+const peer = await measure("peer", { peer: warm.router.base });
+await stop(warm.router);
 await Promise.all(pubs.map((p) => p.close()));
 rmSync(dir, { recursive: true, force: true });
 
@@ -269,10 +304,16 @@ console.log(
     steady_loop_pause_ms: Math.round(write.pause * 10) / 10,
     first_write_pause_ms: Math.round(firstWrite.pause * 10) / 10,
     first_write_ms: Math.round(firstWrite.totalMs),
+    first_write_pause_cpu_ms: Math.round(firstWrite.pauseCpu * 10) / 10,
+    steady_loop_pause_cpu_ms: Math.round(write.pauseCpu * 10) / 10,
+    load_average: Math.round(loadavg()[0]! * 10) / 10,
     warm_ready_ms: warm.readyMs,
     cold_ready_ms: cold.readyMs,
     cold_exact_ratio: cold.settled,
     warm_exact_ratio: warm.settled,
+    peer_ready_ms: peer.readyMs,
+    peer_exact_at_listen: peer.atReady,
+    peer_exact_ratio: peer.settled,
     cold_exact_at_listen: cold.atReady,
     warm_exact_at_listen: warm.atReady,
     cold_current_ms: Math.round(cold.currentMs),

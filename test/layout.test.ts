@@ -48,7 +48,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   sim: ["protocol", "engine", "transport", "tokenize", "util", "lifetime.ts", "fastify", "zeromq"],
   replay: [
     ...["protocol", "index", "load", "scheduler", "predict", "router.ts", "config", "sim"],
-    "util",
+    ...["replicas", "util"],
   ],
   demo: ["sim", "tokenize", "util", "lifetime.ts", "yaml"],
   "lifetime.ts": [],

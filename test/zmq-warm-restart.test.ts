@@ -94,6 +94,18 @@ describe("warm restart from the router's snapshot", () => {
     const first = await startTestService(config(path, pubs));
     cleanups.push(() => first.close());
     await waitFor("first router filled", () => first.index.stats().workerBlocks === 60);
+    const scrape = async (svc: TestService) =>
+      (await svc.app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(await scrape(first)).toContain("kvrouter_snapshot_age_seconds -1");
+    const w = await first.snapshot!.write();
+    const m = await scrape(first);
+    expect(m).toContain("kvrouter_snapshot_writes_total 1");
+    expect(m).toContain(`kvrouter_snapshot_size_bytes ${w!.bytes}`);
+    expect(m).toMatch(/kvrouter_snapshot_last_write_duration_seconds \d/);
+    expect(m).toMatch(/kvrouter_snapshot_last_success_timestamp_seconds \d/);
+    expect(m).toContain(
+      'kvrouter_snapshot_load_result{result="cold",source="none",reason="missing"} 1',
+    );
     await first.close();
     expect(readFileSync(path).length).toBeGreaterThan(0);
     expect(first.logs.some((l) => l.msg === "index snapshot written")).toBe(true);
@@ -113,6 +125,9 @@ describe("warm restart from the router's snapshot", () => {
       for (let k = 0; k < 5; k++) expect(held(second, `e${e}`, prompt(e, k))).toBe(4);
     expect(second.logs.some((l) => l.msg?.toString().startsWith("index snapshot restored"))).toBe(
       true,
+    );
+    expect(await scrape(second)).toContain(
+      'kvrouter_snapshot_load_result{result="warm",source="file",reason="file"} 1',
     );
 
     await waitFor(
@@ -153,5 +168,9 @@ describe("warm restart from the router's snapshot", () => {
     expect(second.index.stats().nodes).toBe(0);
     const refusal = second.logs.find((l) => l.msg === "index snapshot refused, starting cold");
     expect(refusal?.reason).toBe("checksum");
+    const m = (await second.app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(m).toContain(
+      'kvrouter_snapshot_load_result{result="refused",source="file",reason="checksum"} 1',
+    );
   }, 30_000);
 });

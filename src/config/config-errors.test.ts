@@ -39,6 +39,14 @@ describe("config validation names the key and the bad value", () => {
       "load.scrapeTimeoutMs: must not exceed load.scrapeIntervalMs (100), got 200",
     ],
     ["gateway:\n  enabled: yes\n", 'gateway.enabled: must be true or false, got "yes"'],
+    [
+      "snapshot:\n  fromPeer: router-a:8080\n",
+      'snapshot.fromPeer: must be an http:// or https:// URL of another kvrouter, got "router-a:8080"',
+    ],
+    [
+      "snapshot:\n  fromPeerTimeoutMs: 5\n",
+      "snapshot.fromPeerTimeoutMs: must be an integer in [100, 600000], got 5",
+    ],
     ["gateway:\n  maxAttempts: 0\n", "gateway.maxAttempts: must be an integer in [1, 10], got 0"],
     [
       "gateway:\n  busyKvUsage: -0.5\n",

@@ -6,6 +6,7 @@
 
 import { GATEWAY_FIELDS } from "./gateway-fields.js";
 import { PREDICT_FIELDS } from "./predict-fields.js";
+import { SNAPSHOT_FIELDS } from "./snapshot-fields.js";
 import { LOG_LEVELS, ON_ALL_STALE } from "./types.js";
 
 export type FieldSpec =
@@ -279,20 +280,7 @@ export const FIELDS = {
     },
   },
   gateway: GATEWAY_FIELDS,
-  snapshot: {
-    path: {
-      kind: "optional-string",
-      default: null,
-      doc: "file the index and stream positions are saved to (periodically and on shutdown) and restored from at start (docs/index.md); unset = off",
-    },
-    intervalMs: {
-      kind: "int",
-      min: 1000,
-      max: DAY_MS,
-      default: 60_000,
-      doc: "how often the snapshot is written",
-    },
-  },
+  snapshot: SNAPSHOT_FIELDS,
   log: {
     level: { kind: "enum", values: LOG_LEVELS, default: "info", doc: "pino log level" },
   },

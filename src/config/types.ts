@@ -146,6 +146,9 @@ export interface SnapshotConfig {
   /** null = off. */
   readonly path: string | null;
   readonly intervalMs: number;
+  /** Base URL of a peer kvrouter to fetch `GET /v1/snapshot` from at start; null = off. */
+  readonly fromPeer: string | null;
+  readonly fromPeerTimeoutMs: number;
 }
 
 /** The OpenAI-compatible endpoint (`src/gateway/`); fields documented in `gateway-fields.ts`. */

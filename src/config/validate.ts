@@ -176,6 +176,13 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
     });
   }
   checkReplicas(out.replicas as unknown as ReplicasConfig, valid, at, issues);
+  const peer = (out.snapshot as { fromPeer: string | null }).fromPeer;
+  if (valid("snapshot.fromPeer") && peer !== null && !isHttpUrl(peer)) {
+    issues.push({
+      key: at("snapshot.fromPeer"),
+      message: `must be an http:// or https:// URL of another kvrouter, got ${show(peer)}`,
+    });
+  }
   const specs = valid("gateway.tokenizers")
     ? parseTokenizerSpecs(out.gateway!.tokenizers as string | null)
     : [];
@@ -183,6 +190,15 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
   if (issues.length > 0) return { ok: false, issues };
   const config = { ...out, scheduler, workers } as unknown as KvrouterConfig;
   return { ok: true, config: deepFreeze(config) };
+}
+
+function isHttpUrl(s: string): boolean {
+  try {
+    const u = new URL(s);
+    return (u.protocol === "http:" || u.protocol === "https:") && u.host !== "";
+  } catch {
+    return false;
+  }
 }
 
 /** Cross-field rules of the `replicas` section. */

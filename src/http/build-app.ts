@@ -25,6 +25,7 @@ import { registerRequestRoutes } from "./request-routes.js";
 import { registerRouteRoutes } from "./route-routes.js";
 import { trackRoutes } from "./route-table.js";
 import { applyConnectionCap, Drain, serverOptions } from "./server-limits.js";
+import { registerSnapshotRoutes } from "./snapshot-routes.js";
 import { registerWorkerRoutes } from "./worker-routes.js";
 
 /** Body parsing options (the HTTP benchmark's floor uses the same, to compare like with like). */
@@ -82,6 +83,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   registerRequestRoutes(app, deps);
   registerWorkerRoutes(app, deps);
   registerEventRoutes(app, deps);
+  if (deps.snapshot !== undefined) registerSnapshotRoutes(app, deps.snapshot, server.authToken);
   if (deps.gateway !== undefined) {
     registerGatewayRoutes(app, deps.gateway, deps.config.gateway.authToken);
   }

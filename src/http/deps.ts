@@ -46,6 +46,8 @@ export interface AppDeps {
   readonly gateway?: Gateway;
   /** KV event streams pushed over HTTP (`POST /v1/workers/:id/events`); absent = route off. */
   readonly httpEvents?: HttpEventStreams;
+  /** The index snapshot taken now, as file bytes (`GET /v1/snapshot`); absent = route off. */
+  readonly snapshot?: () => AsyncIterable<Uint8Array>;
   /** Prometheus registry for this app; a fresh one is made when absent. */
   readonly metricsRegistry?: Registry;
 }

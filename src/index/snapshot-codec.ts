@@ -68,8 +68,44 @@ export function captureSnapshot(
   };
 }
 
-/** The file, in chunks; each costs at most a few milliseconds to produce. */
-export function* encodeSnapshot(cap: SnapshotCapture): Generator<Uint8Array> {
+/**
+ * The file, in chunks; each costs at most a few milliseconds to produce. With `reuse`, a
+ * chunk's bytes are valid only until the next is asked for (write it first): sections
+ * are built in a few recycled buffers instead of ~30 MB of fresh ones per write, whose
+ * external-memory pressure set off major GCs in the middle of a write. With `sliceOver`
+ * (polled every 64 records), a chunk also ends as soon as it says the time slice is
+ * spent: a record count alone does not bound the first write of a process, whose
+ * encoder runs unoptimised until V8 has compiled it (one 4,096-record chunk of a first
+ * write took 40 ms of CPU, later ones 4–12 ms). Chunk boundaries then
+ * depend on timing; the decoded content does not.
+ */
+export function* encodeSnapshot(
+  cap: SnapshotCapture,
+  options: { readonly reuse?: boolean; readonly sliceOver?: () => boolean } = {},
+): Generator<Uint8Array> {
+  const over = options.sliceOver ?? (() => false);
+  if (options.reuse !== true) {
+    yield* encodeChunks(cap, (n) => new Uint8Array(n), over);
+    return;
+  }
+  const free: ArrayBuffer[] = [];
+  const alloc = (n: number): Uint8Array => {
+    const i = free.findIndex((b) => b.byteLength >= n);
+    const b = i >= 0 ? free.splice(i, 1)[0]! : new ArrayBuffer(Math.max(n, 1 << 17));
+    return new Uint8Array(b, 0, n);
+  };
+  for (const chunk of encodeChunks(cap, alloc, over)) {
+    yield chunk;
+    if (chunk.buffer.byteLength >= 1 << 17 && free.length < 8)
+      free.push(chunk.buffer as ArrayBuffer);
+  }
+}
+
+function* encodeChunks(
+  cap: SnapshotCapture,
+  alloc: (bytes: number) => Uint8Array,
+  over: () => boolean,
+): Generator<Uint8Array> {
   const ix = cap.index;
   const slots: number[] = []; // slot → worker number in the file, −1 = not saved
   const workers: string[] = [];
@@ -124,6 +160,7 @@ export function* encodeSnapshot(cap: SnapshotCapture): Generator<Uint8Array> {
   const ready: Uint8Array[] = [];
   const stack: number[] = [];
   let steps = { n: 0 };
+  let polls = 0;
   for (let e = next(-1, steps); e >= 0; e = next(e, steps)) {
     let n = ents[e * E.stride + E.node]!;
     while (n >= 0 && number[n] === 0) {
@@ -138,13 +175,18 @@ export function* encodeSnapshot(cap: SnapshotCapture): Generator<Uint8Array> {
       buf[fill++] = p < 0 ? 0 : number[p]!;
       number[m] = ++count;
       if (fill === buf.length) {
-        ready.push(section(TAG_NODES, fill / 3, buf));
+        ready.push(section(alloc, TAG_NODES, fill / 3, buf));
         fill = 0;
       }
     }
+    if ((++polls & 63) === 0 && ready.length === 0 && over()) {
+      // The slice is spent: end the section here (or yield nothing, to give the turn back).
+      ready.push(fill > 0 ? section(alloc, TAG_NODES, fill / 3, buf.subarray(0, fill)) : EMPTY);
+      fill = 0;
+    }
     while (ready.length > 0) yield out(ready.shift()!);
   }
-  if (fill > 0) yield out(section(TAG_NODES, fill / 3, buf.subarray(0, fill)));
+  if (fill > 0) yield out(section(alloc, TAG_NODES, fill / 3, buf.subarray(0, fill)));
 
   // Entries, with the interned strings they use just before them.
   const stringNo = new Map<number, number>();
@@ -164,10 +206,10 @@ export function* encodeSnapshot(cap: SnapshotCapture): Generator<Uint8Array> {
         bytes.set(p, at + 4);
         at += 4 + p.length;
       }
-      yield out(sectionBytes(TAG_STRINGS, parts.length, bytes));
+      yield out(sectionBytes(alloc, TAG_STRINGS, parts.length, bytes));
       strings.length = 0;
     }
-    if (fill > 0) yield out(section(TAG_ENTRIES, fill / 5, buf.subarray(0, fill)));
+    if (fill > 0) yield out(section(alloc, TAG_ENTRIES, fill / 5, buf.subarray(0, fill)));
     fill = 0;
   };
   steps = { n: 0 };
@@ -197,11 +239,11 @@ export function* encodeSnapshot(cap: SnapshotCapture): Generator<Uint8Array> {
       }
     }
     ordinal++;
-    if (fill === buf.length) yield* flush();
+    if (fill === buf.length || ((ordinal & 63) === 0 && over())) yield* flush();
   }
   yield* flush();
   if (copies.length > 0)
-    yield out(section(TAG_COPIES, copies.length / 3, Uint32Array.from(copies)));
+    yield out(section(alloc, TAG_COPIES, copies.length / 3, Uint32Array.from(copies)));
   const end = new Uint8Array(13);
   end[0] = TAG_END;
   new DataView(end.buffer).setUint32(5, 4, true);
@@ -210,21 +252,25 @@ export function* encodeSnapshot(cap: SnapshotCapture): Generator<Uint8Array> {
   yield end;
 }
 
-function section(tag: number, count: number, words: Uint32Array): Uint8Array {
+type Alloc = (bytes: number) => Uint8Array;
+
+function section(alloc: Alloc, tag: number, count: number, words: Uint32Array): Uint8Array {
   const bytes = new Uint8Array(words.buffer, words.byteOffset, words.byteLength);
   if (!littleEndian) throw new Error("snapshots need a little-endian host");
-  return sectionBytes(tag, count, bytes);
+  return sectionBytes(alloc, tag, count, bytes);
 }
 
-function sectionBytes(tag: number, count: number, payload: Uint8Array): Uint8Array {
-  const out = new Uint8Array(9 + payload.length);
+function sectionBytes(alloc: Alloc, tag: number, count: number, payload: Uint8Array): Uint8Array {
+  const out = alloc(9 + payload.length);
   out[0] = tag;
-  const dv = new DataView(out.buffer);
+  const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
   dv.setUint32(1, count, true);
   dv.setUint32(5, payload.length, true);
   out.set(payload, 9);
   return out;
 }
+
+const EMPTY = new Uint8Array(0);
 
 const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 

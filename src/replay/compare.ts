@@ -21,6 +21,7 @@ import {
   RoundRobinPolicy,
   type RoutingPolicy,
 } from "./policies.js";
+import { type ReplicaSyncModel, ReplicatedKvPolicy } from "./replica-policy.js";
 import type { ReportRun } from "./report.js";
 import { type FleetOptions, runReplay, unlimitedBlocks } from "./run-replay.js";
 import type { TraceRequest } from "./trace.js";
@@ -32,6 +33,8 @@ export interface CompareOptions extends FleetOptions {
   readonly reference: boolean;
   /** kv only: predict-on-route, fallback and injected faults; absent = off. */
   readonly predict?: KvPredictOptions;
+  /** kv only: more than one replica runs `ReplicatedKvPolicy`; absent = one router. */
+  readonly replicaSync?: ReplicaSyncModel;
 }
 
 /** Labelled run plus what the plot needs. */
@@ -52,6 +55,16 @@ export function makePolicy(
 ): RoutingPolicy {
   switch (name) {
     case "kv":
+      if (o.replicaSync !== undefined && o.replicaSync.replicas > 1) {
+        return new ReplicatedKvPolicy({
+          ...o.replicaSync,
+          workers: fleet.size,
+          blockSize: o.blockSize,
+          capacityBlocks: o.capacityBlocks ?? unlimitedBlocks(requests, o.blockSize),
+          config: o.scheduler,
+          seed: o.seed,
+        });
+      }
       return new KvPolicy({
         workers: fleet.size,
         index: new RadixTreeIndex({ blockSize: o.blockSize }),
@@ -129,7 +142,10 @@ export function runJob(
     o,
   );
   const p = policy as RoutingPolicy | null;
-  const problems = p instanceof KvPolicy ? Object.fromEntries(p.eventProblems) : undefined;
+  const problems =
+    p instanceof KvPolicy || p instanceof ReplicatedKvPolicy
+      ? Object.fromEntries(p.eventProblems)
+      : undefined;
   const predict = p instanceof KvPolicy ? p.predict?.stats : undefined;
   return {
     label: job,

@@ -16,6 +16,8 @@ import {
   POLICY_NAMES,
   type PolicyName,
 } from "./policies.js";
+import { parseReplicaFlags, REPLICA_FLAGS, REPLICA_USAGE } from "./replica-options.js";
+import type { ReplicaSyncModel } from "./replica-policy.js";
 import { DEFAULT_TIMING, invalidTimingField, type TimingModel } from "./timing-model.js";
 
 /** The trace slice shipped in the repository (and the image): `traces/README.md`. */
@@ -55,7 +57,7 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --fault KIND:W@S          inject a stream fault for kv: gap (1 s of batches lost, no
                             replay) or silent (publisher stops) on worker W at S seconds;
                             repeatable
-  --weight KEY=VALUE        scheduler weight override (prefill, pending, decode, queue, host,
+${REPLICA_USAGE}  --weight KEY=VALUE        scheduler weight override (prefill, pending, decode, queue, host,
                             disk, store); repeatable
   --temperature T           scheduler temperature (default: the service default)
   --outlier-std-k K         exclude workers with KV load above mean + K·std; inf = off
@@ -81,6 +83,8 @@ export interface ReplayOptions {
   readonly scrapeIntervalMs: number;
   /** kv only: predict-on-route, fallback and injected faults (kv-predict.ts). */
   readonly predict: KvPredictOptions;
+  /** kv only: router replicas and how they share load (replica-policy.ts). */
+  readonly replicaSync: ReplicaSyncModel;
   readonly scheduler: SchedulerConfig;
   readonly jobs: number;
   readonly json: boolean;
@@ -215,6 +219,17 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
     throw err;
   }
 
+  const replicaSync = parseReplicaFlags(v);
+  if (typeof replicaSync === "string") throw new ReplayUsageError(replicaSync);
+  const predict = predictOptions(v, num("workers", v.workers, posInt, "a positive integer") ?? 8);
+  if (
+    replicaSync.replicas > 1 &&
+    (predict.ttlMs > 0 || predict.fallback || predict.faults.length > 0)
+  ) {
+    throw new ReplayUsageError(
+      "--replicas above 1 does not model --predict-ttl-ms, --fallback or --fault yet",
+    );
+  }
   return {
     trace: v.trace ?? DEFAULT_TRACE,
     limit: num("limit", v.limit, posInt, "a positive integer") ?? null,
@@ -228,7 +243,8 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
     eventDelayMs: num("event-delay-ms", v["event-delay-ms"], nonNeg, "a number ≥ 0") ?? 5,
     scrapeIntervalMs:
       num("scrape-interval-ms", v["scrape-interval-ms"], nonNeg, "a number ≥ 0") ?? 1000,
-    predict: predictOptions(v, num("workers", v.workers, posInt, "a positive integer") ?? 8),
+    predict,
+    replicaSync,
     scheduler,
     jobs: num("jobs", v.jobs, posInt, "a positive integer") ?? availableParallelism(),
     json: v.json ?? false,
@@ -285,6 +301,7 @@ function parse(argv: readonly string[]) {
       jobs: { type: "string" },
       json: { type: "boolean" },
       svg: { type: "string" },
+      ...REPLICA_FLAGS,
       help: { type: "boolean", short: "h" },
     },
   });

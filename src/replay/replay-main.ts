@@ -53,6 +53,11 @@ export async function main(argv: string[]): Promise<number> {
   process.stderr.write(
     `replaying ${requests.length} requests on ${o.workers} workers, ${cap}, block size ${o.blockSize}\n`,
   );
+  const rs = o.replicaSync;
+  if (rs.replicas > 1) {
+    const sync = rs.sync ? `on (delay p50 ${rs.syncP50Ms} ms, p99 ${rs.syncP99Ms} ms)` : "off";
+    process.stderr.write(`kv runs as ${rs.replicas} router replicas, load sharing ${sync}\n`);
+  }
   const progress = (r: CompareRun) => {
     process.stderr.write(
       `  ${r.label}: hit ${(100 * r.summary.hitRate).toFixed(1)}%, TTFT mean ${(r.summary.ttftMs.mean / 1000).toFixed(2)} s (${(r.wallMs / 1000).toFixed(1)} s)\n`,

@@ -27,6 +27,7 @@ import { Router } from "../router.js";
 import type { Logger } from "../telemetry/logger.js";
 import { registerPredictMetrics } from "../telemetry/predict-metrics.js";
 import { registerReplicaMetrics } from "../telemetry/replica-metrics.js";
+import { registerSnapshotMetrics } from "../telemetry/snapshot-metrics.js";
 import { IndexUpkeepLoop } from "./index-upkeep.js";
 import { newPrediction } from "./prediction.js";
 import type { SnapshotStore } from "./snapshot-store.js";
@@ -99,7 +100,7 @@ export async function createService(
     owner: (id) => fleet.get(id),
   });
   const prediction = newPrediction(config, { pool, registry, loads, nowMs, logger });
-  const snapshots = warmStart(config, index, pool, logger.child({ component: "snapshot" }));
+  const snapshots = await warmStart(config, index, pool, logger.child({ component: "snapshot" }));
   const router = new Router({
     ...(prediction === null ? {} : { predicted: prediction.predicted }),
     index,
@@ -144,7 +145,9 @@ export async function createService(
     ...(replicas === null ? {} : { replicaSync: () => replicas.sync.status() }),
     metricsRegistry,
     ...(gateway === undefined ? {} : { gateway }),
+    snapshot: () => snapshots.store.export(),
   });
+  registerSnapshotMetrics(metricsRegistry, () => snapshots.store.status());
   if (replicas !== null) registerReplicaMetrics(metricsRegistry, () => replicas.sync.status());
   if (prediction !== null) registerPredictMetrics(metricsRegistry, prediction.metrics);
   for (const w of config.workers) {
@@ -155,7 +158,7 @@ export async function createService(
       throw new Error(`worker ${w.id}: ${added.message}`);
     }
   }
-  snapshots?.started();
+  snapshots.started();
   if (options.scrape !== false) scrapes.start();
   replicas?.sync.start();
   const upkeep = new IndexUpkeepLoop({ index, registry, loads });
@@ -174,15 +177,16 @@ export async function createService(
       await gateway?.close();
       await gw?.tokenizers.close();
       await scrapes.stop();
-      await snapshots?.store.stop();
-      const last = snapshots?.store.capture(); // the final state, before the streams stop
+      await snapshots.store.stop();
+      // The final state, before the streams stop.
+      const last = snapshots.store.writesFile ? snapshots.store.capture() : undefined;
       await pool.close();
-      if (last !== undefined) await snapshots?.store.write(last);
+      if (last !== undefined) await snapshots.store.write(last);
       await replicas?.sync.close();
     })();
     return closing;
   };
-  const snapshot = snapshots?.store ?? null;
+  const snapshot = snapshots.store.writesFile ? snapshots.store : null;
   return { config, app, metricsRegistry, fleet, index, router, snapshot, close };
 }
 

@@ -8,6 +8,10 @@
  * file is replaced atomically: written to `<path>.tmp`, fsynced, renamed over `<path>`,
  * and the directory fsynced. A refused file (damaged, cut short, another version or block
  * size) is logged and left alone; the router then starts cold.
+ *
+ * The same capture is served to a peer replica (`GET /v1/snapshot`, `export`), which
+ * checks it exactly as a file (`check`). Writes and exports take turns (they share the
+ * copy buffers); `status` feeds the `kvrouter_snapshot_*` metrics.
  */
 
 import { closeSync, fsyncSync, openSync, readFileSync } from "node:fs";
@@ -24,8 +28,12 @@ import {
 } from "../index/snapshot-codec.js";
 import type { LogSink } from "../util/log-sink.js";
 
+/** Most encoding work per event-loop turn, ms (the chunk ends at the next poll after it). */
+const SLICE_MS = 3;
+
 export interface SnapshotStoreOptions {
-  readonly path: string;
+  /** null: no file (no periodic writes, nothing loaded); exports still work. */
+  readonly path: string | null;
   readonly intervalMs: number;
   readonly blockSize: number;
   readonly logger: LogSink;
@@ -36,6 +44,29 @@ export interface SnapshotSource {
   readonly access: SnapshotAccess;
   /** Every stream's record, at the same instant as the index copy. */
   readonly streams: () => SavedStream[];
+}
+
+/** Where the start-up index came from, and why not when it is cold. */
+export interface SnapshotLoadResult {
+  /** `warm`: restored; `cold`: nothing to restore; `refused`: a snapshot failed its checks. */
+  readonly result: "warm" | "cold" | "refused";
+  readonly source: "file" | "peer" | "none";
+  /**
+   * warm: `file` | `peer`; cold: `off` | `missing` | `unreadable` | `peer_unreachable`;
+   * refused: a `SnapshotRefusal` code (`checksum`, `truncated`, `version`, …).
+   */
+  readonly reason: string;
+}
+
+/** What the metrics read (`telemetry/snapshot-metrics.ts`). */
+export interface SnapshotStatus {
+  readonly load: SnapshotLoadResult | null;
+  readonly writes: number;
+  readonly failures: number;
+  readonly exports: number;
+  readonly last: SnapshotWrite | null;
+  /** Wall-clock ms of the last successful write (null = none yet). */
+  readonly lastOkMs: number | null;
 }
 
 /** One finished write. */
@@ -54,41 +85,90 @@ export class SnapshotStore {
   readonly #source: SnapshotSource;
   #timer: NodeJS.Timeout | null = null;
   #writing: Promise<SnapshotWrite | null> | null = null;
+  /** The write or export using the copy buffers now (they take turns). */
+  #busy: Promise<unknown> = Promise.resolve();
   #stopped = false;
   /** The last write's figures, for logs and benches. */
   last: SnapshotWrite | null = null;
+  #writes = 0;
+  #failures = 0;
+  #exports = 0;
+  #lastOkMs: number | null = null;
+  #load: SnapshotLoadResult | null = null;
 
   constructor(options: SnapshotStoreOptions, source: SnapshotSource) {
     this.#o = options;
     this.#source = source;
   }
 
-  /** The snapshot on disk, checked; null (logged) when missing or refused. */
+  /** The snapshot on disk, checked; null (logged, `loadResult` says why) when missing or refused. */
   load(): DecodedSnapshot | null {
     const { path, logger } = this.#o;
+    if (path === null) return this.#loaded(null, "none", "off");
     let bytes: Uint8Array;
     try {
       bytes = readFileSync(path);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") logger.info({ path }, "no index snapshot yet, starting cold");
-      else logger.error({ path, err: String(err) }, "index snapshot unreadable, starting cold");
-      return null;
+      if (code === "ENOENT") {
+        logger.info({ path }, "no index snapshot yet, starting cold");
+        return this.#loaded(null, "none", "missing");
+      }
+      logger.error({ path, err: String(err) }, "index snapshot unreadable, starting cold");
+      return this.#loaded(null, "file", "unreadable");
     }
+    return this.check(bytes, "file", path);
+  }
+
+  /**
+   * Checks a snapshot's bytes (a file's or a peer's) exactly as a file; null (logged) when
+   * refused. Records the start-up result.
+   */
+  check(bytes: Uint8Array, source: "file" | "peer", from: string): DecodedSnapshot | null {
     const d = decodeSnapshot(bytes, this.#o.blockSize);
     if (!d.ok) {
-      logger.error(
-        { path, reason: d.reason, detail: d.message },
-        "index snapshot refused, starting cold",
+      this.#o.logger.error(
+        { source, from, reason: d.reason, detail: d.message },
+        `index snapshot ${source === "peer" ? "from peer " : ""}refused, starting cold`,
       );
+      this.#load = { result: "refused", source, reason: d.reason };
       return null;
     }
-    return d.snapshot;
+    return this.#loaded(d.snapshot, source, source);
+  }
+
+  /** Records a cold start that had nothing to check (`source` tried, `reason`). */
+  cold(source: "file" | "peer" | "none", reason: string): void {
+    this.#load = { result: "cold", source, reason };
+  }
+
+  #loaded(
+    snap: DecodedSnapshot | null,
+    source: "file" | "peer" | "none",
+    reason: string,
+  ): DecodedSnapshot | null {
+    this.#load = { result: snap === null ? "cold" : "warm", source, reason };
+    return snap;
+  }
+
+  get loadResult(): SnapshotLoadResult | null {
+    return this.#load;
+  }
+
+  status(): SnapshotStatus {
+    return {
+      load: this.#load,
+      writes: this.#writes,
+      failures: this.#failures,
+      exports: this.#exports,
+      last: this.last,
+      lastOkMs: this.#lastOkMs,
+    };
   }
 
   /** Writes every `intervalMs` from now on. */
   start(): void {
-    if (this.#timer !== null || this.#stopped) return;
+    if (this.#timer !== null || this.#stopped || this.#o.path === null) return;
     this.#timer = setInterval(() => void this.write(), this.#o.intervalMs);
     this.#timer.unref();
   }
@@ -104,24 +184,73 @@ export class SnapshotStore {
    * null when it failed (logged) or a write is already running.
    */
   write(capture?: SnapshotCapture): Promise<SnapshotWrite | null> {
-    if (this.#writing !== null) return Promise.resolve(null);
-    this.#writing = this.#write(capture).finally(() => {
+    const path = this.#o.path;
+    if (this.#writing !== null || path === null) return Promise.resolve(null);
+    const run = this.#busy
+      .then(() => this.#write(path, capture))
+      .catch((err: unknown) => {
+        // The prefault or the capture threw (the file steps log their own failures).
+        this.#o.logger.error({ path, err: String(err) }, "index snapshot write failed");
+        this.#failures++;
+        return null;
+      });
+    this.#busy = run; // never rejects: the writes and exports queued after it still run
+    this.#writing = run.finally(() => {
       this.#writing = null;
     });
     return this.#writing;
   }
 
-  /** No more periodic writes; waits for one in flight. */
+  /** Whether this store writes a file (`snapshot.path` set). */
+  get writesFile(): boolean {
+    return this.#o.path !== null;
+  }
+
+  /**
+   * A snapshot taken now, as the file's bytes (same format and checksum), for a peer
+   * (`GET /v1/snapshot`). Waits for a write in progress; the next write waits for it.
+   * Each chunk is a fresh buffer (the HTTP stream may queue several).
+   */
+  async *export(): AsyncGenerator<Uint8Array> {
+    let release = () => {};
+    const mine = new Promise<void>((r) => {
+      release = r;
+    });
+    const before = this.#busy; // never rejects
+    this.#busy = before.then(() => mine);
+    await before;
+    try {
+      await this.#prefault();
+      let sliceStart = 0;
+      const chunks = encodeSnapshot(this.capture(), {
+        sliceOver: () => performance.now() - sliceStart > SLICE_MS,
+      });
+      for (;;) {
+        sliceStart = performance.now();
+        const next = chunks.next();
+        if (next.done) break;
+        yield next.value;
+        await new Promise((resolve) => setImmediate(resolve)); // a chunk per turn
+      }
+      this.#exports++;
+    } finally {
+      release();
+    }
+  }
+
+  /** No more periodic writes; waits for a write or export in flight. */
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
     await this.#writing;
+    // An export in progress still reads the copy buffers: a capture now would overwrite them.
+    await this.#busy;
   }
 
-  /** Maps the capture buffers' pages, 4 MB per event-loop turn. */
+  /** Maps the capture buffers' pages, 1 MB per event-loop turn. */
   async #prefault(): Promise<void> {
-    const STEP = 1 << 20; // words
+    const STEP = 1 << 18; // words: 1 MB of page faults per turn
     for (const buf of this.#source.access.prepare()) {
       for (let at = 0; at < buf.length; at += STEP) {
         buf.fill(0, at, Math.min(buf.length, at + STEP));
@@ -130,8 +259,8 @@ export class SnapshotStore {
     }
   }
 
-  async #write(given?: SnapshotCapture): Promise<SnapshotWrite | null> {
-    const { path, logger } = this.#o;
+  async #write(path: string, given?: SnapshotCapture): Promise<SnapshotWrite | null> {
+    const { logger } = this.#o;
     const t0 = performance.now();
     if (given === undefined) await this.#prefault();
     const c0 = performance.now();
@@ -143,9 +272,14 @@ export class SnapshotStore {
     try {
       const fh = await open(tmp, "w");
       try {
-        const chunks = encodeSnapshot(cap);
+        let sliceStart = 0;
+        const chunks = encodeSnapshot(cap, {
+          reuse: true, // each chunk is written before the next is made
+          sliceOver: () => performance.now() - sliceStart > SLICE_MS,
+        });
         for (;;) {
           const c0 = performance.now();
+          sliceStart = c0;
           const next = chunks.next();
           maxChunkMs = Math.max(maxChunkMs, performance.now() - c0);
           if (next.done) break;
@@ -160,10 +294,13 @@ export class SnapshotStore {
       syncDir(dirname(path));
     } catch (err) {
       logger.error({ path, err: String(err) }, "index snapshot write failed");
+      this.#failures++;
       return null;
     }
     const w = { bytes, totalMs: performance.now() - t0, captureMs, maxChunkMs };
     this.last = w;
+    this.#writes++;
+    this.#lastOkMs = (this.#o.nowMs ?? Date.now)();
     logger.info(
       {
         path,

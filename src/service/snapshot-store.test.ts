@@ -1,0 +1,108 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { RadixTreeIndex } from "../index/radix-tree.js";
+import { decodeSnapshot } from "../index/snapshot-codec.js";
+import { engineHashFromSafeInt } from "../protocol/engine-hash.js";
+import { workerKey } from "../protocol/worker.js";
+import { noopLogger } from "../util/log-sink.js";
+import { SnapshotStore } from "./snapshot-store.js";
+
+const BS = 4;
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** Worker w0 stores `n` chains of 8 blocks, from chain `from` on. */
+function fill(t: RadixTreeIndex, from: number, n: number): void {
+  for (let c = from; c < from + n; c++) {
+    t.applyEvent(workerKey("w0"), {
+      type: "stored",
+      blockHashes: Array.from({ length: 8 }, (_, i) => engineHashFromSafeInt(c * 8 + i + 1)),
+      parentHash: null,
+      tokenIds: Array.from({ length: 8 * BS }, (_, i) => (i === 0 ? c + 1 : i)),
+      blockSize: BS,
+      loraId: null,
+      loraName: null,
+      medium: null,
+      tier: "gpu",
+    });
+  }
+}
+
+function entries(bytes: Uint8Array): number {
+  const d = decodeSnapshot(bytes, BS);
+  if (!d.ok) throw new Error(d.message);
+  return d.snapshot.entries.length / 5;
+}
+
+describe("SnapshotStore: writes and exports share the copy buffers", () => {
+  it("an export is one instant; a write asked for meanwhile waits for it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvr-store-"));
+    dirs.push(dir);
+    const path = join(dir, "index.snap");
+    const t = new RadixTreeIndex({ blockSize: BS });
+    const store = new SnapshotStore(
+      { path, intervalMs: 60_000, blockSize: BS, logger: noopLogger },
+      { access: t.snapshotAccess(), streams: () => [] },
+    );
+    fill(t, 0, 2_000); // 16,000 entries: several chunks
+    const chunks: Uint8Array[] = [];
+    const it = store.export()[Symbol.asyncIterator]();
+    chunks.push((await it.next()).value as Uint8Array); // the export has taken its capture
+    fill(t, 2_000, 1_000);
+    const writing = store.write(); // must not capture into the buffers the export reads
+    for (let r = await it.next(); !r.done; r = await it.next()) chunks.push(r.value);
+    expect((await writing)?.bytes).toBeGreaterThan(0);
+    expect(entries(new Uint8Array(Buffer.concat(chunks)))).toBe(16_000);
+    expect(entries(new Uint8Array(readFileSync(path)))).toBe(24_000);
+    expect(store.status()).toMatchObject({ writes: 1, exports: 1, failures: 0 });
+  });
+
+  it("counts a failed write and keeps serving exports without a path", async () => {
+    const t = new RadixTreeIndex({ blockSize: BS });
+    fill(t, 0, 10);
+    const bad = new SnapshotStore(
+      { path: "/nonexistent-dir/x.snap", intervalMs: 60_000, blockSize: BS, logger: noopLogger },
+      { access: t.snapshotAccess(), streams: () => [] },
+    );
+    expect(await bad.write()).toBeNull();
+    expect(bad.status()).toMatchObject({ writes: 0, failures: 1, lastOkMs: null });
+    const off = new SnapshotStore(
+      { path: null, intervalMs: 60_000, blockSize: BS, logger: noopLogger },
+      { access: t.snapshotAccess(), streams: () => [] },
+    );
+    expect(off.load()).toBeNull();
+    expect(off.loadResult).toEqual({ result: "cold", source: "none", reason: "off" });
+    expect(await off.write()).toBeNull();
+    const parts: Uint8Array[] = [];
+    for await (const c of off.export()) parts.push(c);
+    expect(entries(new Uint8Array(Buffer.concat(parts)))).toBe(80);
+  });
+
+  it("a write whose capture throws is counted and does not block the next", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvr-store-"));
+    dirs.push(dir);
+    const t = new RadixTreeIndex({ blockSize: BS });
+    fill(t, 0, 10);
+    const access = t.snapshotAccess();
+    let fail = true;
+    const flaky = {
+      ...access,
+      prepare: () => {
+        if (fail) throw new Error("no memory");
+        return access.prepare();
+      },
+    };
+    const store = new SnapshotStore(
+      { path: join(dir, "x.snap"), intervalMs: 60_000, blockSize: BS, logger: noopLogger },
+      { access: flaky, streams: () => [] },
+    );
+    expect(await store.write()).toBeNull();
+    fail = false;
+    expect((await store.write())?.bytes).toBeGreaterThan(0);
+    expect(store.status()).toMatchObject({ writes: 1, failures: 1 });
+  });
+});
