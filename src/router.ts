@@ -168,7 +168,12 @@ export class Router {
     if (cap !== undefined && d.inFlight.totals(chosen.key).activeRequests >= cap) {
       if (d.inFlight.dropOldest(chosen.key) !== null) this.#droppedInFlight++;
     }
-    const added = d.inFlight.add(requestId, chosen.key, { prefillTokens, blocks, nowMs });
+    const added = d.inFlight.add(requestId, chosen.key, {
+      prefillTokens,
+      blocks,
+      nowMs,
+      prefixKeys: keys,
+    });
     if (!added.ok) {
       return fail(
         "duplicate_request_id",
@@ -292,11 +297,22 @@ export class Router {
         store,
       };
     }
+    const load = effectiveLoad(snapshot, all, newer, w.numGpuBlocks);
+    // The prefix's own demand here: the share of the pending prefill queued by requests
+    // that share this worker's whole overlap with the prompt (requests of other replicas
+    // and of unknown prompts share nothing).
+    const held = overlap.disk;
+    if (held === 0 || load.pendingPrefillTokens === 0 || all.pendingPrefillTokens <= 0) {
+      return { worker: w.key, overlap, load, stale };
+    }
+    const sharing = d.inFlight.pendingSharing(w.key, keys, held);
     return {
       worker: w.key,
       overlap,
-      load: effectiveLoad(snapshot, all, newer, w.numGpuBlocks),
+      load,
       stale,
+      samePrefixPendingTokens:
+        load.pendingPrefillTokens * Math.min(1, sharing / all.pendingPrefillTokens),
     };
   }
 

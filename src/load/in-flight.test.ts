@@ -224,4 +224,29 @@ describe("InFlightTracker.totalsSince", () => {
     const large = Math.min(cost(200_000), cost(200_000));
     expect(large / Math.max(small, 0.05)).toBeLessThan(10);
   });
+
+  it("pendingSharing: pending prefill of requests sharing the first n blocks", () => {
+    const t = tracker();
+    // Chained keys, two words per block: blocks [0, 1] shared, the third differs.
+    const p = Uint32Array.of(1, 1, 2, 2, 3, 3);
+    const q = Uint32Array.of(1, 1, 2, 2, 9, 9);
+    t.add("p", A, { prefillTokens: 100, blocks: 3, nowMs: 0, prefixKeys: p });
+    t.add("q", A, { prefillTokens: 40, blocks: 3, nowMs: 0, prefixKeys: q });
+    t.add("short", A, { prefillTokens: 7, blocks: 1, nowMs: 0, prefixKeys: Uint32Array.of(1, 1) });
+    t.add("nokeys", A, { prefillTokens: 5, blocks: 1, nowMs: 0 });
+    t.add("b", B, { prefillTokens: 1000, blocks: 3, nowMs: 0, prefixKeys: p });
+    expect(t.pendingSharing(A, p, 3)).toBe(100);
+    expect(t.pendingSharing(A, p, 2)).toBe(140);
+    expect(t.pendingSharing(A, p, 1)).toBe(147);
+    // The empty prefix is shared by every pending request, with keys or without.
+    expect(t.pendingSharing(A, p, 0)).toBe(152);
+    // Blocks beyond the asking prompt: nothing can be known to share them.
+    expect(t.pendingSharing(A, Uint32Array.of(1, 1), 2)).toBe(0);
+    // Prefill done or request gone: no longer queued.
+    t.firstToken("p", 1);
+    t.done("q", 1);
+    expect(t.pendingSharing(A, p, 2)).toBe(0);
+    expect(t.pendingSharing(A, p, 1)).toBe(7);
+    expect(t.pendingSharing(workerKey("none"), p, 1)).toBe(0);
+  });
 });

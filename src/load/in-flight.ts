@@ -29,6 +29,12 @@ export interface InFlightAddInput {
   /** KV blocks the request will hold while it runs. */
   readonly blocks: number;
   readonly nowMs: number;
+  /**
+   * The prompt's chained block keys, two words per block (`index/block-key.ts`): two
+   * prompts share their first n blocks exactly when their keys at block n − 1 are equal.
+   * Kept (by reference, not copied) while the prefill is pending, for `pendingSharing`.
+   */
+  readonly prefixKeys?: Uint32Array;
 }
 
 interface Entry {
@@ -37,6 +43,8 @@ interface Entry {
   readonly addedMs: number;
   readonly prefillTokens: number;
   readonly blocks: number;
+  /** The prompt's block keys while its prefill is pending; null after (or never given). */
+  prefixKeys: Uint32Array | null;
   pending: boolean;
   live: boolean;
   /** Counted in its worker's `before` totals (added at or before `sinceMs`). */
@@ -106,6 +114,7 @@ export class InFlightTracker {
       addedMs: this.#clock,
       prefillTokens: Math.max(0, input.prefillTokens),
       blocks: Math.max(0, input.blocks),
+      prefixKeys: input.prefixKeys ?? null,
       pending: true,
       live: true,
       before: false,
@@ -181,6 +190,32 @@ export class InFlightTracker {
     return w.since.difference(w.all, w.before);
   }
 
+  /**
+   * Pending prefill tokens on `worker` of the requests whose prompt shares the first
+   * `blocks` blocks of `keys` (the same chained keys as `InFlightAddInput.prefixKeys`):
+   * the demand for that prefix queued on the worker. Requests recorded without keys share
+   * nothing but the empty prefix (`blocks` ≤ 0: every pending token). One pass over the
+   * worker's entries in flight.
+   */
+  pendingSharing(worker: WorkerKey, keys: Uint32Array, blocks: number): number {
+    const w = this.#workers.get(worker);
+    if (w === undefined) return 0;
+    if (blocks <= 0) return w.all.pendingPrefillTokens;
+    const at = 2 * (blocks - 1);
+    if (at + 1 >= keys.length) return 0;
+    const hi = keys[at]!;
+    const lo = keys[at + 1]!;
+    let tokens = 0;
+    const q = w.queue;
+    for (let i = w.oldest; i < q.length; i++) {
+      const e = q[i]!;
+      const k = e.prefixKeys;
+      if (k === null || !e.pending || !e.live || k.length <= at + 1) continue;
+      if (k[at] === hi && k[at + 1] === lo) tokens += e.prefillTokens;
+    }
+    return tokens;
+  }
+
   /** Forget the oldest request of `worker` (a per-worker cap); returns its id, or null. */
   dropOldest(worker: WorkerKey): string | null {
     const w = this.#workers.get(worker);
@@ -237,6 +272,7 @@ export class InFlightTracker {
     w.all.endPrefill(e.prefillTokens);
     if (e.before) w.before.endPrefill(e.prefillTokens);
     e.pending = false;
+    e.prefixKeys = null;
   }
 
   #remove(e: Entry): void {
@@ -245,6 +281,7 @@ export class InFlightTracker {
     w.all.add(e.pending, e.prefillTokens, e.blocks, -1);
     if (e.before) w.before.add(e.pending, e.prefillTokens, e.blocks, -1);
     e.live = false;
+    e.prefixKeys = null;
     w.count--;
     if (w.count === 0) this.#workers.delete(e.worker);
   }
