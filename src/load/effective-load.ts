@@ -4,7 +4,7 @@
  *
  * A snapshot taken at `atMs` already includes every request the engine had admitted by
  * then, so for the quantities the engine reports (waiting, running, KV blocks) only
- * in-flight requests routed strictly *after* `atMs` are added. Pending prefill tokens
+ * in-flight requests routed *at or after* `atMs` are added. Pending prefill tokens
  * are not reported by any engine (only request counts are), so they come from the
  * in-flight records, weighed by age and by the engine's figures: a request routed before
  * the snapshot counts only as far as the engine confirms it (its pending prefill is

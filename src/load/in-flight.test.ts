@@ -115,8 +115,10 @@ describe("InFlightTracker", () => {
       activeBlocks: 3,
       activeRequests: 2,
     });
-    // A request routed exactly at the snapshot time counts as already seen.
-    expect(t.totalsSince(A, 400).activeRequests).toBe(0);
+    // A request routed exactly at the snapshot time is not known to be in it: it counts
+    // as newer (a burst routed in the scrape's millisecond must not vanish until the next).
+    expect(t.totalsSince(A, 400).activeRequests).toBe(1);
+    expect(t.totalsSince(A, 401).activeRequests).toBe(0);
     expect(t.totalsSince(A, 0).activeRequests).toBe(2);
     expect(t.totalsSince(B, 0).activeRequests).toBe(0);
   });
@@ -191,7 +193,7 @@ describe("InFlightTracker.totalsSince", () => {
                 activeRequests: 0,
               };
               for (const e of model.values()) {
-                if (e.w !== w || e.at <= since) continue;
+                if (e.w !== w || e.at < since) continue;
                 if (e.pending) {
                   want.pendingPrefillTokens += e.tok;
                   want.pendingRequests++;

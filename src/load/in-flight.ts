@@ -5,7 +5,7 @@
  *
  * Every operation is O(1) amortised: expiry walks two FIFO queues in routing order, and
  * the "routed after time t" totals used by the combining rule (`effective-load.ts`) are
- * running sums per worker: all entries, minus those routed at or before t. When t (the
+ * running sums per worker: all entries, minus those routed before t. When t (the
  * snapshot time) moves, only the entries it crosses are visited, in each worker's
  * routing-order queue. Times are made non-decreasing (`addedMs` never goes below an
  * earlier entry's), so that queue is sorted by time.
@@ -47,7 +47,7 @@ interface Entry {
   prefixKeys: Uint32Array | null;
   pending: boolean;
   live: boolean;
-  /** Counted in its worker's `before` totals (added at or before `sinceMs`). */
+  /** Counted in its worker's `before` totals (added before `sinceMs`). */
   before: boolean;
 }
 
@@ -55,14 +55,14 @@ interface WorkerState {
   /** Live entries. */
   count: number;
   readonly all: RunningTotals;
-  /** Totals of live entries added at or before `sinceMs`. */
+  /** Totals of live entries added before `sinceMs`. */
   readonly before: RunningTotals;
   /** `all − before`, handed out by `totalsSince`. */
   readonly since: RunningTotals;
   sinceMs: number;
   /** This worker's entries in routing order (dead ones until compacted). */
   queue: Entry[];
-  /** `queue[0, cursor)` were added at or before `sinceMs`. */
+  /** `queue[0, cursor)` were added before `sinceMs`. */
   cursor: number;
   /** `queue[0, oldest)` are dead: where `dropOldest` resumes its search. */
   oldest: number;
@@ -176,8 +176,12 @@ export class InFlightTracker {
   }
 
   /**
-   * Totals of the requests routed to `worker` strictly after `sinceMs`. Cheap when
-   * `sinceMs` is the same as last time (the usual case: one snapshot, many routes).
+   * Totals of the requests routed to `worker` at or after `sinceMs`. A request routed in
+   * the very millisecond a snapshot was taken is not known to be in it, so it counts as
+   * newer: counting it twice until the next snapshot costs one request's load, while
+   * taking it as seen made a whole burst routed in that millisecond vanish from an idle
+   * worker (the engine confirmed none of it) and pile onto it. Cheap when `sinceMs` is
+   * the same as last time (the usual case: one snapshot, many routes).
    */
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals {
     const w = this.#workers.get(worker);
@@ -287,10 +291,10 @@ export class InFlightTracker {
   }
 }
 
-/** Counts into `before` the queued entries added at or before `sinceMs` not yet counted. */
+/** Counts into `before` the queued entries added before `sinceMs` not yet counted. */
 function advance(w: WorkerState): void {
   const q = w.queue;
-  while (w.cursor < q.length && q[w.cursor]!.addedMs <= w.sinceMs) {
+  while (w.cursor < q.length && q[w.cursor]!.addedMs < w.sinceMs) {
     const e = q[w.cursor++]!;
     if (!e.live) continue;
     e.before = true;
@@ -301,7 +305,7 @@ function advance(w: WorkerState): void {
 /** `sinceMs` moved back (rare): entries after the new time leave `before`. */
 function retreat(w: WorkerState, sinceMs: number): void {
   const q = w.queue;
-  while (w.cursor > 0 && q[w.cursor - 1]!.addedMs > sinceMs) {
+  while (w.cursor > 0 && q[w.cursor - 1]!.addedMs >= sinceMs) {
     const e = q[--w.cursor]!;
     if (!e.live || !e.before) continue;
     e.before = false;

@@ -74,7 +74,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
     const w = this.#worker(e.worker);
     w.entries.add(x);
     w.all.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
-    if (e.addedMs > w.sinceMs) w.since.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
+    if (e.addedMs >= w.sinceMs) w.since.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
   }
 
   firstToken(replica: string, id: string): void {
@@ -133,7 +133,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
     if (w.sinceMs !== sinceMs) {
       const t = new RunningTotals();
       for (const x of w.entries)
-        if (x.e.addedMs > sinceMs) t.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
+        if (x.e.addedMs >= sinceMs) t.add(x.pending, x.e.prefillTokens, x.e.blocks, 1);
       w.since = t;
       w.sinceMs = sinceMs;
     }
