@@ -7,7 +7,7 @@
 
 import { chainName, computeBlockKeys } from "./index/block-key.js";
 import type { BlockKeySeq, WorkerMatch } from "./index/types.js";
-import { effectiveLoad } from "./load/effective-load.js";
+import { effectiveLoad, samePrefixPending } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
 import type { WorkerInfo } from "./load/types.js";
 import type { WorkerKey } from "./protocol/worker.js";
@@ -168,12 +168,8 @@ export class Router {
     if (cap !== undefined && d.inFlight.totals(chosen.key).activeRequests >= cap) {
       if (d.inFlight.dropOldest(chosen.key) !== null) this.#droppedInFlight++;
     }
-    const added = d.inFlight.add(requestId, chosen.key, {
-      prefillTokens,
-      blocks,
-      nowMs,
-      prefixKeys: keys,
-    });
+    const record = { prefillTokens, blocks, nowMs, prefixKeys: keys };
+    const added = d.inFlight.add(requestId, chosen.key, record);
     if (!added.ok) {
       return fail(
         "duplicate_request_id",
@@ -298,22 +294,9 @@ export class Router {
       };
     }
     const load = effectiveLoad(snapshot, all, newer, w.numGpuBlocks);
-    // The prefix's own demand here: the share of the pending prefill queued by requests
-    // that share this worker's whole overlap with the prompt (requests of other replicas
-    // and of unknown prompts share nothing).
-    const held = overlap.disk;
-    if (held === 0 || load.pendingPrefillTokens === 0 || all.pendingPrefillTokens <= 0) {
-      return { worker: w.key, overlap, load, stale };
-    }
-    const sharing = d.inFlight.pendingSharing(w.key, keys, held);
-    return {
-      worker: w.key,
-      overlap,
-      load,
-      stale,
-      samePrefixPendingTokens:
-        load.pendingPrefillTokens * Math.min(1, sharing / all.pendingPrefillTokens),
-    };
+    const same = samePrefixPending(d.inFlight, w.key, keys, overlap.disk, load, all);
+    if (same === undefined) return { worker: w.key, overlap, load, stale };
+    return { worker: w.key, overlap, load, stale, samePrefixPendingTokens: same };
   }
 
   #storeOverlap(matches: readonly WorkerMatch[]): number {
