@@ -35,8 +35,9 @@ export const SPREAD_MIN_SAVING = 0;
  * λ for prefill queued by requests of other prefixes. 8: a request leaves the worker
  * holding its cache for other work only when waiting costs 9× the recomputation.
  * Measured on the whole conversation trace (docs/replay.md, "Per-prefix demand"):
- * λ = 1, 2, 4, 8, ∞ give hit rate 32.4, 33.6, 35.3, 36.3, 37.0 % and mean TTFT 2.64,
- * 2.58, 2.49, 2.48, 2.59 s; 8 is the best mean with the hit rate above 0.95 × ceiling.
+ * λ = 1, 2, 4, 8, ∞ gave hit rate 32.4, 33.6, 35.3, 36.3, 37.0 % and mean TTFT 2.64,
+ * 2.58, 2.49, 2.48, 2.59 s (after the load fix: λ = 4, 8, ∞ → 35.4, 36.2, 36.9 % and
+ * 2.32, 2.33, 2.45 s); 8 is the best mean with the hit rate above 0.95 × ceiling.
  */
 export const OTHER_PREFIX_MIN_SAVING = 8;
 
