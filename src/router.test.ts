@@ -135,6 +135,31 @@ describe("Router.route", () => {
     expect(inFlight.totals(a).activeRequests).toBe(0);
   });
 
+  it("leaves the holder for its prefix's own demand, not for other prefixes' queue", () => {
+    // b holds a 200-token (50-block) history; a is idle. 100 blocks of prefill are queued
+    // on b; the request recomputes 51 blocks on a, 1 on b.
+    for (const shared of [false, true]) {
+      const { index, router, inFlight, add } = setup();
+      const a = add("a");
+      const b = add("b");
+      index.hold(b, prompt(200));
+      const queued = shared ? [...prompt(200), ...prompt(400, 7)] : prompt(600, 3);
+      inFlight.add("queued", b, {
+        prefillTokens: 400,
+        blocks: 150,
+        nowMs: 0,
+        prefixKeys: computeBlockKeys(queued, BS, null),
+      });
+      const r = router.route({ tokenIds: prompt(204) }, 100);
+      if (!r.ok) throw new Error(r.error.message);
+      // Another conversation's prefill: 100 blocks < 9 × 50 saved, stay with the cache.
+      // The same history's demand (e.g. a burst of siblings): a second holder.
+      expect(r.decision.worker).toBe(shared ? a : b);
+      const onB = r.decision.candidates.find((c) => c.worker === b)!;
+      expect(onB.overlap.gpu).toBe(50);
+    }
+  });
+
   it("never chooses an excluded worker, even the one holding the prefix", () => {
     const { index, router, inFlight, add } = setup();
     const a = add("a");

@@ -7,7 +7,7 @@
 
 import { chainName, computeBlockKeys } from "./index/block-key.js";
 import type { BlockKeySeq, WorkerMatch } from "./index/types.js";
-import { effectiveLoad } from "./load/effective-load.js";
+import { effectiveLoad, samePrefixPending } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
 import type { WorkerInfo } from "./load/types.js";
 import type { WorkerKey } from "./protocol/worker.js";
@@ -168,7 +168,8 @@ export class Router {
     if (cap !== undefined && d.inFlight.totals(chosen.key).activeRequests >= cap) {
       if (d.inFlight.dropOldest(chosen.key) !== null) this.#droppedInFlight++;
     }
-    const added = d.inFlight.add(requestId, chosen.key, { prefillTokens, blocks, nowMs });
+    const record = { prefillTokens, blocks, nowMs, prefixKeys: keys };
+    const added = d.inFlight.add(requestId, chosen.key, record);
     if (!added.ok) {
       return fail(
         "duplicate_request_id",
@@ -292,12 +293,10 @@ export class Router {
         store,
       };
     }
-    return {
-      worker: w.key,
-      overlap,
-      load: effectiveLoad(snapshot, all, newer, w.numGpuBlocks),
-      stale,
-    };
+    const load = effectiveLoad(snapshot, all, newer, w.numGpuBlocks);
+    const same = samePrefixPending(d.inFlight, w.key, keys, overlap.disk, load, all);
+    if (same === undefined) return { worker: w.key, overlap, load, stale };
+    return { worker: w.key, overlap, load, stale, samePrefixPendingTokens: same };
   }
 
   #storeOverlap(matches: readonly WorkerMatch[]): number {

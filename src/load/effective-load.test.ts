@@ -7,6 +7,20 @@ import type { LoadSnapshot } from "./types.js";
 const A = workerKey("a");
 
 describe("effectiveLoad (the combining rule)", () => {
+  it("keeps a burst routed in the scrape's own millisecond on an idle worker", () => {
+    // The scrape saw the worker idle at 3000; three requests were then routed to it in
+    // that same millisecond. Taken as already seen, the engine would confirm none of
+    // them and their prefill would vanish (the next request of the burst comes here too).
+    const t = new InFlightTracker({ prefillTtlMs: 60_000, ttlMs: 600_000 });
+    const snap: LoadSnapshot = { running: 0, waiting: 0, kvUsage: 0, atMs: 3000 };
+    for (const id of ["b1", "b2", "b3"]) {
+      t.add(id, A, { prefillTokens: 8000, blocks: 500, nowMs: 3000 });
+    }
+    const load = effectiveLoad(snap, t.totals(A), t.totalsSince(A, snap.atMs), 1000);
+    expect(load.pendingPrefillTokens).toBe(24_000);
+    expect(load.waiting).toBe(3);
+  });
+
   it("adds only requests routed after the snapshot to the scraped counts", () => {
     const t = new InFlightTracker({ prefillTtlMs: 60_000, ttlMs: 600_000 });
     // Routed before the scrape: the engine already counts them.

@@ -4,7 +4,7 @@
  *
  * A snapshot taken at `atMs` already includes every request the engine had admitted by
  * then, so for the quantities the engine reports (waiting, running, KV blocks) only
- * in-flight requests routed strictly *after* `atMs` are added. Pending prefill tokens
+ * in-flight requests routed *at or after* `atMs` are added. Pending prefill tokens
  * are not reported by any engine (only request counts are), so they come from the
  * in-flight records, weighed by age and by the engine's figures: a request routed before
  * the snapshot counts only as far as the engine confirms it (its pending prefill is
@@ -17,6 +17,8 @@
  * this rule: `docs/load.md`.
  */
 
+import type { WorkerKey } from "../protocol/worker.js";
+import type { InFlightTracker } from "./in-flight.js";
 import type { EffectiveLoad, InFlightTotals, LoadSnapshot } from "./types.js";
 
 /**
@@ -72,6 +74,29 @@ export function effectiveLoad(
     capacityBlocks: capacity,
     basis: "scraped+predicted",
   };
+}
+
+/**
+ * The part of `load.pendingPrefillTokens` queued on `worker` by requests that share the
+ * first `held` blocks of the prompt `keys` (the prefix's own demand, for the scheduler's
+ * `samePrefixPendingTokens`): this router's share of such requests among its pending
+ * prefill (`all`, which may include other replicas' requests: those share nothing),
+ * applied to the combined figure. Undefined when nothing is held or queued (then all of
+ * the queue counts as shared: the empty prefix).
+ */
+export function samePrefixPending(
+  inFlight: InFlightTracker,
+  worker: WorkerKey,
+  keys: Uint32Array,
+  held: number,
+  load: EffectiveLoad,
+  all: InFlightTotals,
+): number | undefined {
+  if (held === 0 || load.pendingPrefillTokens === 0 || all.pendingPrefillTokens <= 0) {
+    return undefined;
+  }
+  const sharing = inFlight.pendingSharing(worker, keys, held);
+  return load.pendingPrefillTokens * Math.min(1, sharing / all.pendingPrefillTokens);
 }
 
 function positiveOrNull(n: number | undefined): number | null {

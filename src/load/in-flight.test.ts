@@ -115,8 +115,10 @@ describe("InFlightTracker", () => {
       activeBlocks: 3,
       activeRequests: 2,
     });
-    // A request routed exactly at the snapshot time counts as already seen.
-    expect(t.totalsSince(A, 400).activeRequests).toBe(0);
+    // A request routed exactly at the snapshot time is not known to be in it: it counts
+    // as newer (a burst routed in the scrape's millisecond must not vanish until the next).
+    expect(t.totalsSince(A, 400).activeRequests).toBe(1);
+    expect(t.totalsSince(A, 401).activeRequests).toBe(0);
     expect(t.totalsSince(A, 0).activeRequests).toBe(2);
     expect(t.totalsSince(B, 0).activeRequests).toBe(0);
   });
@@ -191,7 +193,7 @@ describe("InFlightTracker.totalsSince", () => {
                 activeRequests: 0,
               };
               for (const e of model.values()) {
-                if (e.w !== w || e.at <= since) continue;
+                if (e.w !== w || e.at < since) continue;
                 if (e.pending) {
                   want.pendingPrefillTokens += e.tok;
                   want.pendingRequests++;
@@ -223,5 +225,30 @@ describe("InFlightTracker.totalsSince", () => {
     const small = Math.min(cost(2_000), cost(2_000));
     const large = Math.min(cost(200_000), cost(200_000));
     expect(large / Math.max(small, 0.05)).toBeLessThan(10);
+  });
+
+  it("pendingSharing: pending prefill of requests sharing the first n blocks", () => {
+    const t = tracker();
+    // Chained keys, two words per block: blocks [0, 1] shared, the third differs.
+    const p = Uint32Array.of(1, 1, 2, 2, 3, 3);
+    const q = Uint32Array.of(1, 1, 2, 2, 9, 9);
+    t.add("p", A, { prefillTokens: 100, blocks: 3, nowMs: 0, prefixKeys: p });
+    t.add("q", A, { prefillTokens: 40, blocks: 3, nowMs: 0, prefixKeys: q });
+    t.add("short", A, { prefillTokens: 7, blocks: 1, nowMs: 0, prefixKeys: Uint32Array.of(1, 1) });
+    t.add("nokeys", A, { prefillTokens: 5, blocks: 1, nowMs: 0 });
+    t.add("b", B, { prefillTokens: 1000, blocks: 3, nowMs: 0, prefixKeys: p });
+    expect(t.pendingSharing(A, p, 3)).toBe(100);
+    expect(t.pendingSharing(A, p, 2)).toBe(140);
+    expect(t.pendingSharing(A, p, 1)).toBe(147);
+    // The empty prefix is shared by every pending request, with keys or without.
+    expect(t.pendingSharing(A, p, 0)).toBe(152);
+    // Blocks beyond the asking prompt: nothing can be known to share them.
+    expect(t.pendingSharing(A, Uint32Array.of(1, 1), 2)).toBe(0);
+    // Prefill done or request gone: no longer queued.
+    t.firstToken("p", 1);
+    t.done("q", 1);
+    expect(t.pendingSharing(A, p, 2)).toBe(0);
+    expect(t.pendingSharing(A, p, 1)).toBe(7);
+    expect(t.pendingSharing(workerKey("none"), p, 1)).toBe(0);
   });
 });

@@ -4,8 +4,8 @@
  * done) and completion, or a TTL expires (callers that never report must not leak load).
  *
  * Every operation is O(1) amortised: expiry walks two FIFO queues in routing order, and
- * the "routed after time t" totals used by the combining rule (`effective-load.ts`) are
- * running sums per worker: all entries, minus those routed at or before t. When t (the
+ * the "routed at or after time t" totals used by the combining rule (`effective-load.ts`) are
+ * running sums per worker: all entries, minus those routed before t. When t (the
  * snapshot time) moves, only the entries it crosses are visited, in each worker's
  * routing-order queue. Times are made non-decreasing (`addedMs` never goes below an
  * earlier entry's), so that queue is sorted by time.
@@ -30,11 +30,19 @@ export interface InFlightAddInput {
   /** KV blocks the request will hold while it runs. */
   readonly blocks: number;
   readonly nowMs: number;
+  /**
+   * The prompt's chained block keys, two words per block (`index/block-key.ts`): two
+   * prompts share their first n blocks exactly when their keys at block n − 1 are equal.
+   * Kept (by reference, not copied) while the prefill is pending, for `pendingSharing`.
+   */
+  readonly prefixKeys?: Uint32Array;
 }
 
 interface Entry extends TimedEntry {
   readonly id: string;
   readonly worker: WorkerKey;
+  /** The prompt's block keys while its prefill is pending; null after (or never given). */
+  prefixKeys: Uint32Array | null;
 }
 
 /** This worker's entries in routing order (dead ones until compacted) and its totals. */
@@ -94,6 +102,7 @@ export class InFlightTracker {
       addedMs: this.#clock,
       prefillTokens: Math.max(0, input.prefillTokens),
       blocks: Math.max(0, input.blocks),
+      prefixKeys: input.prefixKeys ?? null,
       pending: true,
       live: true,
       before: false,
@@ -155,14 +164,44 @@ export class InFlightTracker {
   }
 
   /**
-   * Totals of the requests routed to `worker` strictly after `sinceMs`. Cheap when
-   * `sinceMs` is the same as last time (the usual case: one snapshot, many routes).
+   * Totals of the requests routed to `worker` at or after `sinceMs`. A request routed in
+   * the very millisecond a snapshot was taken is not known to be in it, so it counts as
+   * newer: counting it twice until the next snapshot costs one request's load, while
+   * taking it as seen made a whole burst routed in that millisecond vanish from an idle
+   * worker (the engine confirmed none of it) and pile onto it. Cheap when `sinceMs` is
+   * the same as last time (the usual case: one snapshot, many routes).
    */
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals {
     const w = this.#workers.get(worker);
     if (w === undefined) return ZERO_TOTALS;
     moveTo(w, sinceMs);
     return w.since.difference(w.all, w.before);
+  }
+
+  /**
+   * Pending prefill tokens on `worker` of the requests whose prompt shares the first
+   * `blocks` blocks of `keys` (the same chained keys as `InFlightAddInput.prefixKeys`):
+   * the demand for that prefix queued on the worker. Requests recorded without keys share
+   * nothing but the empty prefix (`blocks` ≤ 0: every pending token). One pass over the
+   * worker's entries in flight.
+   */
+  pendingSharing(worker: WorkerKey, keys: Uint32Array, blocks: number): number {
+    const w = this.#workers.get(worker);
+    if (w === undefined) return 0;
+    if (blocks <= 0) return w.all.pendingPrefillTokens;
+    const at = 2 * (blocks - 1);
+    if (at + 1 >= keys.length) return 0;
+    const hi = keys[at]!;
+    const lo = keys[at + 1]!;
+    let tokens = 0;
+    const q = w.queue;
+    for (let i = w.oldest; i < q.length; i++) {
+      const e = q[i]!;
+      const k = e.prefixKeys;
+      if (k === null || !e.pending || !e.live || k.length <= at + 1) continue;
+      if (k[at] === hi && k[at + 1] === lo) tokens += e.prefillTokens;
+    }
+    return tokens;
   }
 
   /** Forget the oldest request of `worker` (a per-worker cap); returns its id, or null. */
@@ -221,6 +260,7 @@ export class InFlightTracker {
     w.all.endPrefill(e.prefillTokens);
     if (e.before) w.before.endPrefill(e.prefillTokens);
     e.pending = false;
+    e.prefixKeys = null;
   }
 
   #remove(e: Entry): void {
@@ -229,6 +269,7 @@ export class InFlightTracker {
     w.all.add(e.pending, e.prefillTokens, e.blocks, -1);
     if (e.before) w.before.add(e.pending, e.prefillTokens, e.blocks, -1);
     e.live = false;
+    e.prefixKeys = null;
     w.count--;
     if (w.count === 0) this.#workers.delete(e.worker);
   }

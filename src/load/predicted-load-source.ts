@@ -12,7 +12,7 @@ import type { InFlightTotals } from "./types.js";
 export interface PredictedLoadSource {
   /** Every request this source knows in flight on `worker`. */
   totals(worker: WorkerKey): InFlightTotals;
-  /** Those routed strictly after `sinceMs` (wall clock, ms). */
+  /** Those routed at or after `sinceMs` (wall clock, ms; `InFlightTracker.totalsSince`). */
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals;
 }
 

@@ -1,5 +1,6 @@
 /**
- * "Routed after time t" totals without rescanning: a worker's entries kept in time
+ * "Routed at or after time t" totals without rescanning (a request routed in the
+ * snapshot's own millisecond counts as newer: see `in-flight.ts`): a worker's entries kept in time
  * order with a cursor at t, so moving t visits only the entries it crosses. Shared by
  * this router's own bookkeeping (`in-flight.ts`) and the other replicas' requests
  * (`replicas/remote-load-book.ts`); each keeps `all` itself and reads
@@ -15,24 +16,24 @@ export interface TimedEntry {
   readonly blocks: number;
   pending: boolean;
   live: boolean;
-  /** Counted in `before` (added at or before the cursor's time). */
+  /** Counted in `before` (added before the cursor's time). */
   before: boolean;
 }
 
 /** A worker's entries in time order and the cursor over them. */
 export interface SinceQueue<E extends TimedEntry> {
   queue: E[];
-  /** `queue[0, cursor)` were added at or before `sinceMs`. */
+  /** `queue[0, cursor)` were added before `sinceMs`. */
   cursor: number;
   sinceMs: number;
-  /** Totals of live entries added at or before `sinceMs`. */
+  /** Totals of live entries added before `sinceMs`. */
   readonly before: RunningTotals;
 }
 
-/** Counts into `before` the queued entries added at or before `sinceMs` not yet counted. */
+/** Counts into `before` the queued entries added before `sinceMs` not yet counted. */
 export function advance<E extends TimedEntry>(w: SinceQueue<E>): void {
   const q = w.queue;
-  while (w.cursor < q.length && q[w.cursor]!.addedMs <= w.sinceMs) {
+  while (w.cursor < q.length && q[w.cursor]!.addedMs < w.sinceMs) {
     const e = q[w.cursor++]!;
     if (!e.live) continue;
     e.before = true;
@@ -40,10 +41,10 @@ export function advance<E extends TimedEntry>(w: SinceQueue<E>): void {
   }
 }
 
-/** `sinceMs` moved back (rare): entries after the new time leave `before`. */
+/** `sinceMs` moved back (rare): entries at or after the new time leave `before`. */
 export function retreat<E extends TimedEntry>(w: SinceQueue<E>, sinceMs: number): void {
   const q = w.queue;
-  while (w.cursor > 0 && q[w.cursor - 1]!.addedMs > sinceMs) {
+  while (w.cursor > 0 && q[w.cursor - 1]!.addedMs >= sinceMs) {
     const e = q[--w.cursor]!;
     if (!e.live || !e.before) continue;
     e.before = false;

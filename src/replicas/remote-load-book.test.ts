@@ -165,7 +165,7 @@ describe("RemoteLoadBook totalsSince against a rescan", () => {
           activeRequests: 0,
         };
         for (const v of live.values()) {
-          if (v.e.addedMs <= since) continue;
+          if (v.e.addedMs < since) continue;
           if (v.pending) {
             want.pendingPrefillTokens += v.e.prefillTokens;
             want.pendingRequests++;

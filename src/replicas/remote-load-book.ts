@@ -1,7 +1,7 @@
 /**
  * The other replicas' in-flight requests, as this replica last heard of them: per
  * replica (so one that stops speaking is forgotten as a whole), and per worker totals
- * kept incrementally so the router reads them in O(1) per candidate: "routed after t"
+ * kept incrementally so the router reads them in O(1) per candidate: "routed at or after t"
  * totals move a time-ordered cursor (`load/since-cursor.ts`) instead of rescanning. No I/O: the Redis
  * side (`redis-load-sync.ts`) feeds it; time is passed in.
  *
@@ -235,7 +235,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
 /**
  * Puts `x` in time order (after entries of the same time). Peers' entries arrive nearly
  * in order, so this is usually a push; a late one is placed by binary search. An entry
- * at or before the cursor's time is counted in `before` at once.
+ * before the cursor's time is counted in `before` at once.
  */
 function insertSorted(w: WorkerState, x: Entry): void {
   const q = w.queue;
@@ -250,8 +250,8 @@ function insertSorted(w: WorkerState, x: Entry): void {
   }
   if (p === q.length) q.push(x);
   else q.splice(p, 0, x);
-  if (x.addedMs <= w.sinceMs) {
-    // Every entry after the cursor is newer than sinceMs, so p ≤ cursor here.
+  if (x.addedMs < w.sinceMs) {
+    // Every entry from the cursor on is at or after sinceMs, so p ≤ cursor here.
     w.cursor++;
     x.before = true;
     w.before.add(x.pending, x.prefillTokens, x.blocks, 1);

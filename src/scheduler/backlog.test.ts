@@ -1,20 +1,23 @@
 import { describe, expect, it } from "vitest";
-import { backlogPendingWeight, SPREAD_MIN_SAVING } from "./backlog.js";
+import { backlogPendingWeight, OTHER_PREFIX_MIN_SAVING, SPREAD_MIN_SAVING } from "./backlog.js";
 import { DEFAULT_SCHEDULER_CONFIG } from "./defaults.js";
 import { schedule } from "./schedule.js";
 import { cand } from "./test-helpers.js";
 
 const zero = () => 0;
 /** A 512-block (8,192-token) prompt whose first 510 blocks `holder` has cached. */
-const hot = (holderPending: number, otherPending: number) => ({
+const hot = (holderPending: number, otherPending: number, holderSamePrefix?: number) => ({
   promptTokens: 8_192,
   promptBlocks: 512,
   blockSize: 16,
   candidates: [
-    cand("holder", {
-      overlap: { gpu: 510, host: 510, disk: 510 },
-      load: { pendingPrefillTokens: holderPending },
-    }),
+    {
+      ...cand("holder", {
+        overlap: { gpu: 510, host: 510, disk: 510 },
+        load: { pendingPrefillTokens: holderPending },
+      }),
+      ...(holderSamePrefix === undefined ? {} : { samePrefixPendingTokens: holderSamePrefix }),
+    },
     cand("other", { load: { pendingPrefillTokens: otherPending } }),
   ],
 });
@@ -57,5 +60,23 @@ describe("backlog-weighted queued prefill", () => {
     // 0.077·(10,000 − 6,250) ≈ 289 blocks < 510 blocks of recompute: stay.
     const r = schedule(hot(160_000, 100_000), DEFAULT_SCHEDULER_CONFIG, zero);
     expect(r.ok && r.chosen).toBe("holder#0");
+  });
+
+  it("a holder busy with other prefixes keeps the requests whose cache it holds", () => {
+    // 2,500 blocks queued on the holder, the other worker idle, 512 blocks to recompute.
+    // Queued by requests of *this* prefix (its demand outgrew one holder): spread.
+    const own = schedule(hot(40_000, 0, 40_000), DEFAULT_SCHEDULER_CONFIG, zero);
+    expect(own.ok && own.chosen).toBe("other#0");
+    // The same queue from other prefixes: waiting there costs less than
+    // (1 + OTHER_PREFIX_MIN_SAVING)× the recomputation, so the request stays.
+    expect(2_500 / (1 + OTHER_PREFIX_MIN_SAVING)).toBeLessThan(512);
+    const others = schedule(hot(40_000, 0, 0), DEFAULT_SCHEDULER_CONFIG, zero);
+    expect(others.ok && others.chosen).toBe("holder#0");
+    // Mostly other prefixes, but this prefix's own share alone outweighs the recompute.
+    const mixed = schedule(hot(40_000, 0, 9_000), DEFAULT_SCHEDULER_CONFIG, zero);
+    expect(mixed.ok && mixed.chosen).toBe("other#0");
+    // Other prefixes' queue above 9× the recompute (6,250 blocks / 9 ≈ 694 > 512): leave.
+    const long = schedule(hot(100_000, 0, 0), DEFAULT_SCHEDULER_CONFIG, zero);
+    expect(long.ok && long.chosen).toBe("other#0");
   });
 });

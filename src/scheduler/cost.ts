@@ -2,7 +2,8 @@
  * The cost of sending a prompt to one candidate, in blocks of prefill work:
  *
  *   total = w_prefill · newPrefillBlocks
- *         + w_pending · pendingPrefillTokens / blockSize
+ *         + w_pending · (pending prefill of requests sharing the held prefix) / blockSize
+ *         + w_other   · (the rest of the pending prefill) / blockSize
  *         + w_decode  · activeBlocks
  *         + w_queue   · waiting
  *         + stalePenalty (stale and kept only)
@@ -10,6 +11,8 @@
  * `newPrefillBlocks` charges each full prompt block the cheapest way the candidate can
  * get it: 0 from its GPU, `w_host` from host memory, `w_disk` from disk, `w_store` from a
  * shared store, 1 (a miss) otherwise; the partial tail block is always a miss.
+ * `w_other` is the configured `pending` weight; `w_pending` may be raised above it by the
+ * fleet's backlog (`backlog.ts`), so only the prefix's own demand moves it to a new holder.
  */
 
 import type { CandidateInput, CostTerms, CostWeights, TierOverlap } from "./types.js";
@@ -59,9 +62,15 @@ export function candidateCost(
   blockSize: number,
   w: CostWeights,
   penalty: number,
+  otherPendingWeight: number = w.pending,
 ): CostTerms {
   const fresh = newPrefillBlocks(promptTokens, promptBlocks, blockSize, c.overlap, w);
-  const prefillCost = w.prefill * fresh + w.pending * (c.load.pendingPrefillTokens / blockSize);
+  const pending = c.load.pendingPrefillTokens;
+  const same = Math.max(0, Math.min(pending, c.samePrefixPendingTokens ?? pending));
+  const prefillCost =
+    w.prefill * fresh +
+    w.pending * (same / blockSize) +
+    otherPendingWeight * ((pending - same) / blockSize);
   const decodeCost = w.decode * c.load.activeBlocks;
   const queueCost = w.queue * c.load.waiting;
   return {

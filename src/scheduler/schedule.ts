@@ -6,7 +6,7 @@
  * only the explanation is cut). Per candidate it keeps one number, not objects.
  */
 
-import { backlogPendingWeight } from "./backlog.js";
+import { backlogPendingWeight, OTHER_PREFIX_MIN_SAVING } from "./backlog.js";
 import { candidateCost } from "./cost.js";
 import { computeExclusions } from "./exclusion.js";
 import { selectCandidate } from "./select.js";
@@ -51,6 +51,16 @@ export function schedule(
   );
   const weights =
     pending === config.weights.pending ? config.weights : { ...config.weights, pending };
+  // Prefill queued by requests of other prefixes moves a request off its cache only when
+  // waiting behind it costs (1 + OTHER_PREFIX_MIN_SAVING)× the recomputation (backlog.ts).
+  const otherPending = backlogPendingWeight(
+    candidates,
+    eligible,
+    promptBlocks,
+    blockSize,
+    config.weights.pending,
+    OTHER_PREFIX_MIN_SAVING,
+  );
   const costOf = (i: number) =>
     candidateCost(
       candidates[i]!,
@@ -59,6 +69,7 @@ export function schedule(
       blockSize,
       weights,
       ex.penalised[i] ? config.stalePenalty : 0,
+      otherPending,
     );
   // Only the totals are kept for every candidate; the terms are recomputed (the same pure
   // function) for the candidates the breakdown explains.

@@ -69,6 +69,13 @@ export interface CandidateInput {
   readonly overlap: TierOverlap;
   readonly load: EffectiveLoad;
   readonly stale: boolean;
+  /**
+   * The part of `load.pendingPrefillTokens` queued by requests that share this
+   * candidate's whole overlap with the prompt: the prefix's own demand on this worker
+   * (`backlog.ts`). Absent: all of it (a candidate holding nothing of the prompt shares
+   * only the empty prefix, with every request).
+   */
+  readonly samePrefixPendingTokens?: number;
 }
 
 export interface ScheduleInput {

@@ -66,6 +66,24 @@ class ActiveSequences {
   }
 }
 
+/**
+ * How many of the prompt's blocks the active sequences hold. Block keys are chained (key
+ * i names the whole prefix 0..i), so an active request holding block i holds every block
+ * before it: the held blocks are a leading run, found by binary search instead of a
+ * lookup per block (the same count as testing each block, in O(log n) lookups).
+ */
+function sharedPrefix(refs: ReadonlyMap<number, number>, blocks: readonly number[]): number {
+  if (refs.size === 0) return 0;
+  let lo = 0;
+  let hi = blocks.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >>> 1;
+    if (refs.has(blocks[mid - 1]!)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 /** The prompt's full blocks as numbers (computed once per request, read per worker). */
 function blockNumbers(keys: BlockKeySeq): number[] {
   const n = keys.length / 2;
@@ -128,12 +146,7 @@ export class DynamoKvPolicy implements RoutingPolicy {
       const a = this.active[w]!;
       const newTokens = Math.max(0, promptTokens - this.#overlap[w]! * bs);
       const prefillBlocks = (a.prefillTokens + newTokens) / bs;
-      let newBlocks = partial;
-      const refs = a.refs;
-      if (refs.size === 0) newBlocks += fullBlocks;
-      else {
-        for (let i = 0; i < fullBlocks; i++) if (!refs.has(blocks[i]!)) newBlocks++;
-      }
+      const newBlocks = partial + fullBlocks - sharedPrefix(a.refs, blocks);
       const logit = this.config.overlapScoreWeight * prefillBlocks + a.blocks + newBlocks;
       const better =
         logit < best - 1e-9 ||
