@@ -116,7 +116,9 @@ async function repeatedChat(tokenizers: string | null, mode: "local" | "remote")
   return gw;
 }
 
-describe("gateway tokenizers", () => {
+// Each case loads the 11 MB Qwen3 tokenizer in up to three processes: ~4 s alone, but
+// 32 s was seen on a loaded machine (Node 22), past the suite's 30 s default.
+describe("gateway tokenizers", { timeout: 90_000 }, () => {
   afterEach(async () => {
     await reference?.close();
     reference = null;
