@@ -8,6 +8,7 @@
 import { Writable } from "node:stream";
 import { afterEach } from "vitest";
 import { validateConfig } from "../src/config/index.js";
+import { computeBlockKeys } from "../src/index/block-key.js";
 import { engineHashFromSafeInt } from "../src/protocol/engine-hash.js";
 import type { BlockStoredEvent } from "../src/protocol/events.js";
 import { createService, type Service } from "../src/service/service.js";
@@ -118,4 +119,16 @@ export async function listenJson(svc: Service) {
     ).json()) as Json;
   const get = async (path: string) => (await (await fetch(`${base}${path}`)).json()) as Json;
   return { base, post, get };
+}
+
+/** GPU blocks of `prompt` (block size `bs`) that worker `id`'s rank 0 holds in the index. */
+export function held(svc: TestService, id: string, prompt: number[], bs: number): number {
+  const m = svc.index.findMatches(computeBlockKeys(prompt, bs, null));
+  return m.workers.find((w) => w.worker === `${id}#0`)?.gpu ?? 0;
+}
+
+/** Worker `id`'s rank-0 event stream as `GET /v1/workers` shows it. */
+export async function streamOf(svc: TestService, id: string): Promise<Json> {
+  const res = await svc.app.inject({ method: "GET", url: "/v1/workers" });
+  return (res.json() as Json).workers.find((w: Json) => w.id === id).ranks[0].stream;
 }

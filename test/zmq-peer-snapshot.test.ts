@@ -10,9 +10,8 @@
 import { createServer, type Server } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { EnginePublisher } from "../src/engine/publisher.js";
-import { computeBlockKeys } from "../src/index/block-key.js";
 import type { WireBatch } from "../src/protocol/event-encoder.js";
-import { listenJson, startTestService, type TestService } from "./http-harness.js";
+import { held, listenJson, startTestService, streamOf, type TestService } from "./http-harness.js";
 import { waitFor } from "./zmq-helpers.js";
 
 const BS = 16;
@@ -78,18 +77,6 @@ async function start(raw: Record<string, unknown>): Promise<TestService> {
   return s;
 }
 
-function held(svc: TestService, id: string, tokens: number[]): number {
-  const m = svc.index.findMatches(computeBlockKeys(tokens, BS, null));
-  return m.workers.find((w) => w.worker === `${id}#0`)?.gpu ?? 0;
-}
-
-// biome-ignore lint/suspicious/noExplicitAny: JSON read in assertions only
-async function stream(svc: TestService, id: string): Promise<Record<string, any>> {
-  const res = await svc.app.inject({ method: "GET", url: "/v1/workers" });
-  // biome-ignore lint/suspicious/noExplicitAny: JSON read in assertions only
-  return res.json().workers.find((w: any) => w.id === id).ranks[0].stream;
-}
-
 async function metrics(svc: TestService): Promise<string> {
   return (await svc.app.inject({ method: "GET", url: "/metrics" })).body;
 }
@@ -121,7 +108,7 @@ describe("warm start from a peer's GET /v1/snapshot", () => {
     const b = await start(config(pubs, { fromPeer: base }));
     // Warm before any replay: every prompt A had is matched on B at once.
     for (let e = 0; e < 3; e++)
-      for (let k = 0; k < 5; k++) expect(held(b, `e${e}`, prompt(e, k))).toBe(4);
+      for (let k = 0; k < 5; k++) expect(held(b, `e${e}`, prompt(e, k), BS)).toBe(4);
     const restored = b.logs.find((l) => String(l.msg).startsWith("index snapshot restored"));
     expect(restored?.source).toBe("peer");
     expect(restored?.from).toBe(`${base}/v1/snapshot`);
@@ -130,10 +117,10 @@ describe("warm start from a peer's GET /v1/snapshot", () => {
     // replayed (when B's subscription joins after it was sent), never 0..4 again.
     for (let e = 0; e < 3; e++) pubs[e]!.publish(batch(e, 5));
     await waitFor("both routers took batch 5", () =>
-      [a, b].every((s) => [0, 1, 2].every((e) => held(s, `e${e}`, prompt(e, 5)) === 4)),
+      [a, b].every((s) => [0, 1, 2].every((e) => held(s, `e${e}`, prompt(e, 5), BS) === 4)),
     );
     for (let e = 0; e < 3; e++) {
-      const s = await stream(b, `e${e}`);
+      const s = await streamOf(b, `e${e}`);
       expect(Object.values(s.resets as Record<string, number>).every((n) => n === 0)).toBe(true);
       expect(s.replayed_batches).toBeLessThanOrEqual(1);
       expect(s.last_seq).toBe("5");
@@ -184,11 +171,14 @@ describe("warm start from a peer's GET /v1/snapshot", () => {
         `kvrouter_snapshot_load_result{result="${result}",source="peer",reason="${reason}"} 1`,
       );
       // Cold, but not blind: the stream refills B from the engine's buffer.
-      await waitFor(`${what}: refilled from the engine`, () => held(b, "e0", prompt(0, 2)) === 4);
+      await waitFor(
+        `${what}: refilled from the engine`,
+        () => held(b, "e0", prompt(0, 2), BS) === 4,
+      );
       await b.close();
     }
     // The good bytes, served by the same kind of peer, start warm.
     const b = await start(config(pubs, { fromPeer: await servePeer(200, good) }));
-    expect(held(b, "e0", prompt(0, 0))).toBe(4);
+    expect(held(b, "e0", prompt(0, 0), BS)).toBe(4);
   }, 30_000);
 });

@@ -11,9 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EnginePublisher } from "../src/engine/publisher.js";
-import { computeBlockKeys } from "../src/index/block-key.js";
 import type { WireBatch } from "../src/protocol/event-encoder.js";
-import { startTestService, type TestService } from "./http-harness.js";
+import { held, startTestService, streamOf, type TestService } from "./http-harness.js";
 import { waitFor } from "./zmq-helpers.js";
 
 const BS = 16;
@@ -68,19 +67,6 @@ function config(path: string, pubs: EnginePublisher[]) {
   };
 }
 
-/** GPU blocks of `prompt` that worker `id` holds in the index. */
-function held(svc: TestService, id: string, tokens: number[]): number {
-  const m = svc.index.findMatches(computeBlockKeys(tokens, BS, null));
-  return m.workers.find((w) => w.worker === `${id}#0`)?.gpu ?? 0;
-}
-
-// biome-ignore lint/suspicious/noExplicitAny: JSON read in assertions only
-async function stream(svc: TestService, id: string): Promise<Record<string, any>> {
-  const res = await svc.app.inject({ method: "GET", url: "/v1/workers" });
-  // biome-ignore lint/suspicious/noExplicitAny: JSON read in assertions only
-  return res.json().workers.find((w: any) => w.id === id).ranks[0].stream;
-}
-
 describe("warm restart from the router's snapshot", () => {
   it("keeps unchanged engines warm, catches up their new batches, clears the restarted one", async () => {
     const dir = mkdtempSync(join(tmpdir(), "kvr-snap-"));
@@ -122,7 +108,7 @@ describe("warm restart from the router's snapshot", () => {
     cleanups.push(() => second.close());
     // Warm at once: before any replay, e0 and e1 hold every saved prompt.
     for (let e = 0; e < 2; e++)
-      for (let k = 0; k < 5; k++) expect(held(second, `e${e}`, prompt(e, k))).toBe(4);
+      for (let k = 0; k < 5; k++) expect(held(second, `e${e}`, prompt(e, k), BS)).toBe(4);
     expect(second.logs.some((l) => l.msg?.toString().startsWith("index snapshot restored"))).toBe(
       true,
     );
@@ -133,19 +119,19 @@ describe("warm restart from the router's snapshot", () => {
     await waitFor(
       "new batches caught up, e2 refilled",
       () =>
-        [0, 1].every((e) => held(second, `e${e}`, prompt(e, 7)) === 4) &&
-        held(second, "e2", prompt(2, 101)) === 4,
+        [0, 1].every((e) => held(second, `e${e}`, prompt(e, 7), BS) === 4) &&
+        held(second, "e2", prompt(2, 101), BS) === 4,
     );
     for (let e = 0; e < 2; e++) {
-      for (let k = 0; k < 8; k++) expect(held(second, `e${e}`, prompt(e, k))).toBe(4);
-      const s = await stream(second, `e${e}`);
+      for (let k = 0; k < 8; k++) expect(held(second, `e${e}`, prompt(e, k), BS)).toBe(4);
+      const s = await streamOf(second, `e${e}`);
       expect(s.replayed_batches).toBe(3); // only seqs 5..7: the replay started at saved seq + 1
       expect(Object.values(s.resets as Record<string, number>).every((n) => n === 0)).toBe(true);
       expect(s.last_seq).toBe("7");
     }
     // e2's old blocks are gone (its stream is another one), its new ones are in.
-    for (let k = 0; k < 5; k++) expect(held(second, "e2", prompt(2, k))).toBe(0);
-    expect((await stream(second, "e2")).resets.restart).toBe(1);
+    for (let k = 0; k < 5; k++) expect(held(second, "e2", prompt(2, k), BS)).toBe(0);
+    expect((await streamOf(second, "e2")).resets.restart).toBe(1);
     expect(second.index.stats().workerBlocks).toBe(2 * 8 * 4 + 2 * 4);
   }, 30_000);
 

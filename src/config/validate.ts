@@ -10,7 +10,7 @@ import { FIELDS, type FieldSpec, fieldPaths, type SectionName } from "./fields.j
 import { type ConfigIssue, isPlainObject, show, unknownKey } from "./issues.js";
 import { parseTokenizerSpecs } from "./tokenizer-specs.js";
 import type { KvrouterConfig, ReplicasConfig, WorkerConfig } from "./types.js";
-import { validateWorker } from "./worker-config.js";
+import { isHttpUrl, validateWorker } from "./worker-config.js";
 
 export type ValidationResult =
   | { readonly ok: true; readonly config: KvrouterConfig }
@@ -190,15 +190,6 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
   if (issues.length > 0) return { ok: false, issues };
   const config = { ...out, scheduler, workers } as unknown as KvrouterConfig;
   return { ok: true, config: deepFreeze(config) };
-}
-
-function isHttpUrl(s: string): boolean {
-  try {
-    const u = new URL(s);
-    return (u.protocol === "http:" || u.protocol === "https:") && u.host !== "";
-  } catch {
-    return false;
-  }
 }
 
 /** Cross-field rules of the `replicas` section. */

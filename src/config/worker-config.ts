@@ -32,7 +32,8 @@ export function parseTcpEndpoint(endpoint: string): { host: string; port: number
   return { host: m[1]!, port };
 }
 
-function isHttpUrl(s: string): boolean {
+/** An absolute http(s) URL with a host. */
+export function isHttpUrl(s: string): boolean {
   try {
     const u = new URL(s);
     return (u.protocol === "http:" || u.protocol === "https:") && u.host !== "";

@@ -125,18 +125,7 @@ export class KvPolicy implements RoutingPolicy {
   }
 
   onScrape(w: number, load: ScrapedLoad, nowMs: number): void {
-    this.loads.update(
-      this.#keys[w]!,
-      {
-        running: load.running,
-        waiting: load.waiting,
-        kvUsage: Math.min(1, Math.max(0, load.kvUsage)),
-        numGpuBlocks: load.numGpuBlocks,
-        atMs: nowMs,
-      },
-      nowMs,
-      "scrape",
-    );
+    applyScrape(this.loads, this.#keys[w]!, load, nowMs);
   }
 
   onFirstToken(o: RequestOutcome, nowMs: number): void {
@@ -147,4 +136,25 @@ export class KvPolicy implements RoutingPolicy {
   onDone(o: RequestOutcome, nowMs: number): void {
     this.inFlight.done(String(o.index), nowMs);
   }
+}
+
+/** Feed a replayed scrape to a router's load tracker, as the service's scraper would. */
+export function applyScrape(
+  loads: LoadTracker,
+  key: WorkerKey,
+  load: ScrapedLoad,
+  nowMs: number,
+): void {
+  loads.update(
+    key,
+    {
+      running: load.running,
+      waiting: load.waiting,
+      kvUsage: Math.min(1, Math.max(0, load.kvUsage)),
+      numGpuBlocks: load.numGpuBlocks,
+      atMs: nowMs,
+    },
+    nowMs,
+    "scrape",
+  );
 }

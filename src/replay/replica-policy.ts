@@ -26,6 +26,7 @@ import type { SharedEntry } from "../replicas/wire.js";
 import { Router } from "../router.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { deriveSeed, type Rng, seededRng } from "../util/rng.js";
+import { applyScrape } from "./kv-policy.js";
 import type { RoutingPolicy, ScrapedLoad } from "./policies.js";
 import type { RequestOutcome } from "./sim-fleet.js";
 import type { TraceRequest } from "./trace.js";
@@ -168,20 +169,7 @@ export class ReplicatedKvPolicy implements RoutingPolicy {
 
   onScrape(w: number, load: ScrapedLoad, nowMs: number): void {
     this.#advance(nowMs);
-    for (const r of this.#r) {
-      r.loads.update(
-        r.keys[w]!,
-        {
-          running: load.running,
-          waiting: load.waiting,
-          kvUsage: Math.min(1, Math.max(0, load.kvUsage)),
-          numGpuBlocks: load.numGpuBlocks,
-          atMs: nowMs,
-        },
-        nowMs,
-        "scrape",
-      );
-    }
+    for (const r of this.#r) applyScrape(r.loads, r.keys[w]!, load, nowMs);
   }
 
   onFirstToken(o: RequestOutcome, nowMs: number): void {
