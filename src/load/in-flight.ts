@@ -14,7 +14,7 @@
 import type { WorkerKey } from "../protocol/worker.js";
 import { Fifo } from "../util/fifo.js";
 import { RunningTotals, ZERO_TOTALS } from "./in-flight-totals.js";
-import { advance, moveTo, type SinceQueue, type TimedEntry } from "./since-cursor.js";
+import { advance, compactQueue, moveTo, type SinceQueue, type TimedEntry } from "./since-cursor.js";
 import type { InFlightAdd, InFlightTotals, InFlightUpdate } from "./types.js";
 
 export interface InFlightConfig {
@@ -277,14 +277,6 @@ export class InFlightTracker {
 
 /** Drops dead entries from the queue (amortised: only when it is half dead). */
 function compact(w: WorkerState): void {
-  let cursor = 0;
-  const live: Entry[] = [];
-  for (const [i, e] of w.queue.entries()) {
-    if (!e.live) continue;
-    if (i < w.cursor) cursor++;
-    live.push(e);
-  }
-  w.queue = live;
-  w.cursor = cursor;
+  compactQueue(w);
   w.oldest = 0;
 }

@@ -59,3 +59,16 @@ export function moveTo<E extends TimedEntry>(w: SinceQueue<E>, sinceMs: number):
   w.sinceMs = sinceMs;
   advance(w);
 }
+
+/** Drops dead entries from the queue, keeping the cursor on the same live entries. */
+export function compactQueue<E extends TimedEntry>(w: SinceQueue<E>): void {
+  let cursor = 0;
+  const live: E[] = [];
+  for (const [i, e] of w.queue.entries()) {
+    if (!e.live) continue;
+    if (i < w.cursor) cursor++;
+    live.push(e);
+  }
+  w.queue = live;
+  w.cursor = cursor;
+}

@@ -12,7 +12,13 @@
 
 import { RunningTotals, ZERO_TOTALS } from "../load/in-flight-totals.js";
 import type { PredictedLoadSource } from "../load/predicted-load-source.js";
-import { advance, moveTo, type SinceQueue, type TimedEntry } from "../load/since-cursor.js";
+import {
+  advance,
+  compactQueue,
+  moveTo,
+  type SinceQueue,
+  type TimedEntry,
+} from "../load/since-cursor.js";
 import type { InFlightTotals } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import type { SharedEntry } from "./wire.js";
@@ -228,7 +234,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
     x.live = false;
     w.count--;
     if (w.count === 0) this.#workers.delete(x.e.worker);
-    else if (w.queue.length > 2 * w.count + 64) compact(w);
+    else if (w.queue.length > 2 * w.count + 64) compactQueue(w);
   }
 }
 
@@ -266,17 +272,4 @@ function resort(w: WorkerState): void {
   w.queue = q;
   w.cursor = 0;
   advance(w);
-}
-
-/** Drops dead entries from the queue (amortised: only when it is half dead). */
-function compact(w: WorkerState): void {
-  let cursor = 0;
-  const live: Entry[] = [];
-  for (const [i, x] of w.queue.entries()) {
-    if (!x.live) continue;
-    if (i < w.cursor) cursor++;
-    live.push(x);
-  }
-  w.queue = live;
-  w.cursor = cursor;
 }
