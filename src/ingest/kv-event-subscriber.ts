@@ -213,7 +213,25 @@ export class KvEventSubscriber {
       s0 = g.seqEnds[i]!;
       p0 = g.ends[i]!;
     }
-    applySlicer.run(() => this.#thread!.credit(this.#stream));
+    applySlicer.run(() => this.#handBack(g));
+  }
+
+  /**
+   * The group is applied: copy what the sequencer still holds of it (the last batch, live
+   * batches queued behind a replay; their tapes are dropped, to be decoded here if they
+   * are applied) and give its buffers back to the decode thread for reuse.
+   */
+  #handBack(g: LiveGroup): void {
+    const buffer = g.bytes.buffer;
+    this.#seq.mapHeld((b) =>
+      b.bytes.buffer !== buffer
+        ? b
+        : {
+            bytes: b.bytes.slice(),
+            decoded: b.decoded?.ok && b.decoded.tape !== null ? null : b.decoded,
+          },
+    );
+    this.#thread!.creditBack(this.#stream, g);
   }
 
   /** The stream's identity and counters, as of now. */
@@ -237,7 +255,7 @@ export class KvEventSubscriber {
     const last = this.#seq.lastSeq;
     const payload = this.#seq.lastPayload;
     if (last === null || payload === null || this.#replay === null || this.#closed) return null;
-    return { worker: this.#opts.worker, lastSeq: last, lastBatch: payload.bytes };
+    return { worker: this.#opts.worker, lastSeq: last, lastBatch: payload.bytes.slice() };
   }
 
   /** The (worker, dp rank) of this stream. */
