@@ -173,17 +173,20 @@ async function main(): Promise<void> {
     return more;
   };
   const run = applySlicer.run.bind(applySlicer);
-  applySlicer.run = (task: () => void) =>
-    run(() => {
-      const t = performance.now();
-      const w = runQueueWaitMs();
-      task();
-      const ms = performance.now() - t - (runQueueWaitMs() - w);
-      pieces.apply.push(ms);
-      spans.apply.push(t, ms);
-      if (ms > 20)
-        slow.push({ piece: "apply", n: pieces.apply.length, ms: round(ms), at: round(t) });
-    });
+  const runSteps = applySlicer.runSteps.bind(applySlicer);
+  /** Times one unit of apply work (one batch, or a group's hand-back to the decode thread). */
+  const timed = <T>(unit: () => T): T => {
+    const t = performance.now();
+    const w = runQueueWaitMs();
+    const out = unit();
+    const ms = performance.now() - t - (runQueueWaitMs() - w);
+    pieces.apply.push(ms);
+    spans.apply.push(t, ms);
+    if (ms > 20) slow.push({ piece: "apply", n: pieces.apply.length, ms: round(ms), at: round(t) });
+    return out;
+  };
+  applySlicer.run = (task: () => void) => run(() => timed(task));
+  applySlicer.runSteps = (step: () => boolean) => runSteps(() => timed(step));
   applySlicer.sliceMs = o.sliceMs;
   const upkeep = new IndexUpkeepLoop({ index, registry, loads });
   upkeep.start();

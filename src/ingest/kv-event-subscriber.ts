@@ -197,23 +197,31 @@ export class KvEventSubscriber {
 
   /**
    * Threaded mode: one group of live messages from the decode thread, in arrival order;
-   * each is applied when the event-loop turn has room (apply-slicer.ts).
+   * one resumable slicer task applies a message per call while the event-loop turn has
+   * room (apply-slicer.ts), then hands the group back.
    */
   #onGroup(g: LiveGroup): void {
+    const n = g.frameCounts.length;
+    let i = 0;
     let s0 = 0;
     let p0 = 0;
-    for (let i = 0; i < g.frameCounts.length; i++) {
+    applySlicer.runSteps(() => {
+      if (i === n) {
+        this.#handBack(g);
+        return false;
+      }
       const frames = g.frameCounts[i]!;
-      const seqFrame = g.seqBytes.subarray(s0, g.seqEnds[i]!);
-      const payload = g.bytes.subarray(p0, g.ends[i]!);
-      const decoded = frames === 3 ? replyOf(g, i) : null;
-      applySlicer.run(() => {
-        if (!this.#closed) this.#onMessage(frames, seqFrame, payload, decoded);
-      });
-      s0 = g.seqEnds[i]!;
-      p0 = g.ends[i]!;
-    }
-    applySlicer.run(() => this.#handBack(g));
+      const s1 = g.seqEnds[i]!;
+      const p1 = g.ends[i]!;
+      if (!this.#closed) {
+        const decoded = frames === 3 ? replyOf(g, i) : null;
+        this.#onMessage(frames, g.seqBytes.subarray(s0, s1), g.bytes.subarray(p0, p1), decoded);
+      }
+      s0 = s1;
+      p0 = p1;
+      i++;
+      return true;
+    });
   }
 
   /**
