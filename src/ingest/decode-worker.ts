@@ -34,6 +34,12 @@ const GROUP_BYTES = 1 << 20;
 const MAX_GROUPS = 4;
 /** A handed-back payload buffer larger than this (grown for a huge batch) is dropped. */
 const MAX_KEPT_BYTES = 4 * GROUP_BYTES;
+/**
+ * Handed-back sets kept per stream (more are dropped). A flood cycles one set per group
+ * (a credit returns one as a flush takes one), so two suffice; a quiet stream keeps no
+ * more than two sets besides the one it fills.
+ */
+const MAX_FREE_SETS = 2;
 
 /** One group's buffers, as `groupBuffers` lists them. */
 interface BufferSet {
@@ -130,7 +136,7 @@ class LiveStream {
 
   credit(buffers: readonly ArrayBuffer[] = []): void {
     const set = bufferSet(buffers);
-    if (set !== null && this.#free.length < MAX_GROUPS + 1) this.#free.push(set);
+    if (set !== null && this.#free.length < MAX_FREE_SETS) this.#free.push(set);
     this.#outstanding--;
     const wake = this.#wake;
     this.#wake = null;
