@@ -73,4 +73,31 @@ describe("ApplySlicer", () => {
     expect(order.slice(0, 2)).toEqual(["a", "b"]);
     expect(order.sort()).toEqual(["a", "b", "c", "loop"]);
   });
+
+  it("runs a resumable task a step at a time, a slice per turn, ahead of later tasks", async () => {
+    let clock = 0;
+    const slicer = new ApplySlicer(5, () => clock);
+    const order: string[] = [];
+    let thisTurn = 0;
+    let step = 0;
+    slicer.runSteps(() => {
+      clock += 1; // each step takes 1 ms
+      order.push(`s${step}`);
+      thisTurn++;
+      return ++step < 12;
+    });
+    slicer.run(() => order.push("after"));
+    // The first slice ran synchronously: 5 steps; the rest of the task waits.
+    expect(order).toEqual(["s0", "s1", "s2", "s3", "s4"]);
+    const perTurn: number[] = [];
+    while (slicer.waiting > 0) {
+      perTurn.push(thisTurn);
+      thisTurn = 0;
+      await turn();
+    }
+    perTurn.push(thisTurn);
+    expect(order).toEqual([...Array.from({ length: 12 }, (_, i) => `s${i}`), "after"]);
+    expect(Math.max(...perTurn)).toBeLessThanOrEqual(5);
+    expect(step).toBe(12); // called exactly until it said it was done
+  });
 });

@@ -8,7 +8,11 @@
  * runs after the turn's I/O). One slicer is shared by every subscriber of the process, so
  * the budget is per turn, not per stream.
  *
- * A task is never split: a single huge batch still runs whole (groups are at most ~1 MB).
+ * A task can be resumable (`runSteps`): while its step returns true it has more to do
+ * and is called again (its next unit of work) while the slice has room, else on a later
+ * turn, keeping its place ahead of later tasks. The subscriber queues one such task per decode-thread
+ * group (a message per call) instead of a closure per message. A unit is never split:
+ * a single huge batch still runs whole (groups are at most ~1 MB).
  */
 
 import { performance } from "node:perf_hooks";
@@ -17,7 +21,9 @@ export class ApplySlicer {
   /** Apply time per event-loop turn (ms); the benchmark varies it. */
   sliceMs: number;
   readonly #now: () => number;
-  readonly #queue: (() => void)[] = [];
+  readonly #queue: (() => unknown)[] = [];
+  /** Per queued task: a resumable step (`runSteps`), called until it returns false. */
+  readonly #steps: boolean[] = [];
   #head = 0;
   #inSlice = false;
   #sliceStart = 0;
@@ -38,7 +44,30 @@ export class ApplySlicer {
       task();
       return;
     }
+    this.#push(task, false);
+  }
+
+  /**
+   * A resumable task: `step` does one unit of work and returns true while there is more.
+   * Steps run now while this turn's slice has room (and nothing waits); the rest waits,
+   * in order with other tasks, for later turns.
+   */
+  runSteps(step: () => boolean): void {
+    if (this.waiting === 0 && this.#hasRoom()) {
+      while (step()) {
+        if (!this.#hasRoom()) {
+          this.#push(step, true);
+          return;
+        }
+      }
+      return;
+    }
+    this.#push(step, true);
+  }
+
+  #push(task: () => unknown, resumable: boolean): void {
     this.#queue.push(task);
+    this.#steps.push(resumable);
     this.#open();
   }
 
@@ -49,10 +78,7 @@ export class ApplySlicer {
 
   /** Resolves on a later turn, in order with queued tasks. */
   yieldTurn(): Promise<void> {
-    return new Promise((resolve) => {
-      this.#queue.push(resolve);
-      this.#open();
-    });
+    return new Promise((resolve) => this.#push(resolve, false));
   }
 
   /** Starts this turn's slice if none is open; true while it has time left. */
@@ -78,21 +104,25 @@ export class ApplySlicer {
     const q = this.#queue;
     while (this.#head < q.length && this.#hasRoom()) {
       const task = q[this.#head]!;
-      q[this.#head++] = noop;
+      let more = false;
       try {
-        task();
+        more = task() === true && this.#steps[this.#head]!;
       } catch (err) {
-        // Tasks handle their own errors; one that escapes must not stop the others.
+        // Tasks handle their own errors; one that escapes must not stop the others (the
+        // task that threw is dropped).
         process.nextTick(() => {
           throw err;
         });
       }
+      if (!more) q[this.#head++] = noop;
     }
     if (this.#head === q.length) {
       q.length = 0;
+      this.#steps.length = 0;
       this.#head = 0;
     } else if (this.#head > 1024) {
       q.splice(0, this.#head);
+      this.#steps.splice(0, this.#head);
       this.#head = 0;
     }
   };

@@ -16,6 +16,12 @@
  * One worker per process, shared by every subscriber that asks for it (reference
  * counted: started by the first `acquire`, terminated by the last `release`, so tests
  * and the process exit). If it dies, its streams are told (`onLost`) and go on without.
+ *
+ * A group's six buffers (~1 MB) go back to the worker with its credit and are reused
+ * for a later group (`creditBack`). Received buffers count as the main thread's external
+ * memory until they are detached or collected, and V8 answers that growth with
+ * mark-compact collections (pauses of a few ms, several a second under a flood);
+ * handing them back detaches them, and the worker allocates none in steady state.
  */
 
 import type { Worker } from "node:worker_threads";
@@ -49,7 +55,12 @@ export interface LiveSocketOptions {
 /** Main → worker. */
 export type ThreadCommand =
   | { readonly type: "open"; readonly stream: number; readonly socket: LiveSocketOptions }
-  | { readonly type: "credit"; readonly stream: number }
+  | {
+      readonly type: "credit";
+      readonly stream: number;
+      /** The handled group's buffers (`groupBuffers`) for reuse; empty: none. */
+      readonly buffers: readonly ArrayBuffer[];
+    }
   | { readonly type: "close"; readonly stream: number }
   | { readonly type: "shutdown" };
 
@@ -71,6 +82,23 @@ export interface LiveGroup {
   readonly meta: Float64Array;
   readonly arrays: TapeArrays;
   readonly others: readonly (DecodeReply | null)[];
+  /** Buffer sets this stream's worker side has allocated so far (reuse keeps it flat). */
+  readonly allocated: number;
+}
+
+/**
+ * The buffers a group crosses threads in, in a fixed order: payload bytes, seq bytes,
+ * meta, then the tape's records, words and tokens. Whole buffers, not exact sizes.
+ */
+export function groupBuffers(g: LiveGroup): ArrayBuffer[] {
+  return [
+    g.bytes.buffer as ArrayBuffer,
+    g.seqBytes.buffer as ArrayBuffer,
+    g.meta.buffer as ArrayBuffer,
+    g.arrays.records.buffer as ArrayBuffer,
+    g.arrays.words.buffer as ArrayBuffer,
+    g.arrays.tokens.buffer as ArrayBuffer,
+  ];
 }
 
 /** Worker → main. */
@@ -190,7 +218,22 @@ export class DecodeThread {
 
   /** The stream's owner has handled one group: the worker may send another. */
   credit(stream: number): void {
-    if (!this.#dead && this.#streams.has(stream)) this.#post({ type: "credit", stream });
+    if (!this.#dead && this.#streams.has(stream))
+      this.#post({ type: "credit", stream, buffers: [] });
+  }
+
+  /**
+   * `credit`, handing the group's buffers back for reuse: every view of them on this
+   * thread is detached (empty) afterwards, so the owner must first copy what it keeps.
+   */
+  creditBack(stream: number, group: LiveGroup): void {
+    if (this.#dead || !this.#streams.has(stream)) return;
+    const buffers = groupBuffers(group);
+    if (buffers.some((b) => b.byteLength === 0)) {
+      this.credit(stream); // already handed back (detached): a plain credit
+      return;
+    }
+    this.#worker.postMessage({ type: "credit", stream, buffers } satisfies ThreadCommand, buffers);
   }
 
   /** Closes the stream's socket; resolves once the worker has (or is gone). */

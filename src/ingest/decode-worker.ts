@@ -4,15 +4,18 @@
  * stream's event tape) and sent on in groups, in arrival order, with the socket's
  * connect/disconnect events in between. At most `MAX_GROUPS` groups per stream wait for
  * the main thread's credit; meanwhile the socket is not read (its HWM then applies).
+ * Groups are sent in the stream's own buffers (no copies), and the credit brings a
+ * group's buffers back for a later one: in steady state a stream allocates none.
  */
 
 import { parentPort } from "node:worker_threads";
 import "../transport/zmq-context.js"; // before any socket: room for > 1,023 sockets
 import { Subscriber } from "zeromq";
-import { TapeWriter, tapeTransferables } from "../protocol/event-tape.js";
+import { type TapeBuffers, TapeWriter } from "../protocol/event-tape.js";
 import { decodeEventBatch, decodeEventTape } from "../protocol/vllm-codec.js";
 import {
   type DecodeReply,
+  groupBuffers,
   type LiveGroup,
   type LiveSocketOptions,
   META_FIELDS,
@@ -29,6 +32,57 @@ const send = (ev: ThreadEvent, transfer: ArrayBuffer[] = []) => port.postMessage
 const GROUP_MESSAGES = 64;
 const GROUP_BYTES = 1 << 20;
 const MAX_GROUPS = 4;
+/** A handed-back payload buffer larger than this (grown for a huge batch) is dropped. */
+const MAX_KEPT_BYTES = 4 * GROUP_BYTES;
+/**
+ * Handed-back sets kept per stream (more are dropped). A flood cycles one set per group
+ * (a credit returns one as a flush takes one), so two suffice; a quiet stream keeps no
+ * more than two sets besides the one it fills.
+ */
+const MAX_FREE_SETS = 2;
+
+/** One group's buffers, as `groupBuffers` lists them. */
+interface BufferSet {
+  readonly bytes: Uint8Array<ArrayBuffer>;
+  readonly seqBytes: Uint8Array<ArrayBuffer>;
+  readonly meta: Float64Array<ArrayBuffer>;
+  /** Null: the tape writer allocates its own. */
+  readonly tape: TapeBuffers | null;
+}
+
+function newBufferSet(): BufferSet {
+  return {
+    bytes: new Uint8Array(GROUP_BYTES),
+    seqBytes: new Uint8Array(8 * GROUP_MESSAGES),
+    meta: new Float64Array(GROUP_MESSAGES * META_FIELDS),
+    tape: null,
+  };
+}
+
+/** The buffers of a credit, or null if they are not a whole set. */
+function bufferSet(buffers: readonly ArrayBuffer[]): BufferSet | null {
+  if (buffers.length !== 6 || buffers.some((b) => b.byteLength === 0)) return null;
+  const [bytes, seqBytes, meta, records, words, tokens] = buffers as [
+    ArrayBuffer,
+    ArrayBuffer,
+    ArrayBuffer,
+    ArrayBuffer,
+    ArrayBuffer,
+    ArrayBuffer,
+  ];
+  if (bytes.byteLength > MAX_KEPT_BYTES) return null;
+  if (meta.byteLength !== GROUP_MESSAGES * META_FIELDS * 8) return null;
+  return {
+    bytes: new Uint8Array(bytes),
+    seqBytes: new Uint8Array(seqBytes),
+    meta: new Float64Array(meta),
+    tape: {
+      records: new Float64Array(records),
+      words: new Uint32Array(words),
+      tokens: new Uint32Array(tokens),
+    },
+  };
+}
 
 class LiveStream {
   readonly #id: number;
@@ -39,17 +93,24 @@ class LiveStream {
   #outstanding = 0;
   #wake: (() => void) | null = null;
   #scheduled = false;
+  /** Buffer sets handed back by the main thread, and how many were ever allocated. */
+  readonly #free: BufferSet[] = [];
+  #allocated = 1;
   // The group being collected.
   #frameCounts: number[] = [];
-  #seqBytes = new Uint8Array(8 * GROUP_MESSAGES);
+  #seqBytes: Uint8Array<ArrayBuffer>;
   #seqEnds: number[] = [];
-  #bytes = new Uint8Array(GROUP_BYTES);
+  #bytes: Uint8Array<ArrayBuffer>;
   #ends: number[] = [];
-  #meta = new Float64Array(GROUP_MESSAGES * META_FIELDS);
+  #meta: Float64Array<ArrayBuffer>;
   #others: (DecodeReply | null)[] = [];
 
   constructor(id: number, o: LiveSocketOptions) {
     this.#id = id;
+    const first = newBufferSet();
+    this.#bytes = first.bytes;
+    this.#seqBytes = first.seqBytes;
+    this.#meta = first.meta;
     this.#options = { fieldOrder: o.fieldOrder };
     this.#sub = new Subscriber({
       linger: 0,
@@ -73,7 +134,9 @@ class LiveStream {
     void this.#loop();
   }
 
-  credit(): void {
+  credit(buffers: readonly ArrayBuffer[] = []): void {
+    const set = bufferSet(buffers);
+    if (set !== null && this.#free.length < MAX_FREE_SETS) this.#free.push(set);
     this.#outstanding--;
     const wake = this.#wake;
     this.#wake = null;
@@ -153,26 +216,28 @@ class LiveStream {
   #flush(): void {
     const n = this.#frameCounts.length;
     if (n === 0 || this.#closed) return;
-    const arrays = this.#writer.finish();
-    const total = this.#ends[n - 1]!;
+    let next = this.#free.pop();
+    if (next === undefined) {
+      next = newBufferSet();
+      this.#allocated++;
+    }
     const group: LiveGroup = {
       type: "live",
       stream: this.#id,
       frameCounts: this.#frameCounts,
-      seqBytes: this.#seqBytes.slice(0, this.#seqEnds[n - 1]!),
+      seqBytes: this.#seqBytes,
       seqEnds: this.#seqEnds,
-      bytes: this.#bytes.slice(0, total),
+      bytes: this.#bytes,
       ends: this.#ends,
-      meta: this.#meta.slice(0, n * META_FIELDS),
-      arrays,
+      meta: this.#meta,
+      arrays: this.#writer.take(next.tape),
       others: this.#others,
+      allocated: this.#allocated,
     };
-    send(group, [
-      group.bytes.buffer as ArrayBuffer,
-      group.seqBytes.buffer as ArrayBuffer,
-      group.meta.buffer as ArrayBuffer,
-      ...tapeTransferables(arrays),
-    ]);
+    send(group, groupBuffers(group));
+    this.#bytes = next.bytes;
+    this.#seqBytes = next.seqBytes;
+    this.#meta = next.meta;
     this.#outstanding++;
     this.#frameCounts = [];
     this.#seqEnds = [];
@@ -208,7 +273,7 @@ port.on("message", (cmd: ThreadCommand) => {
       streams.set(cmd.stream, new LiveStream(cmd.stream, cmd.socket));
       return;
     case "credit":
-      streams.get(cmd.stream)?.credit();
+      streams.get(cmd.stream)?.credit(cmd.buffers);
       return;
     case "close": {
       const stream = streams.get(cmd.stream);

@@ -197,23 +197,49 @@ export class KvEventSubscriber {
 
   /**
    * Threaded mode: one group of live messages from the decode thread, in arrival order;
-   * each is applied when the event-loop turn has room (apply-slicer.ts).
+   * one resumable slicer task applies a message per call while the event-loop turn has
+   * room (apply-slicer.ts), then hands the group back.
    */
   #onGroup(g: LiveGroup): void {
+    const n = g.frameCounts.length;
+    let i = 0;
     let s0 = 0;
     let p0 = 0;
-    for (let i = 0; i < g.frameCounts.length; i++) {
+    applySlicer.runSteps(() => {
+      if (i === n) {
+        this.#handBack(g);
+        return false;
+      }
       const frames = g.frameCounts[i]!;
-      const seqFrame = g.seqBytes.subarray(s0, g.seqEnds[i]!);
-      const payload = g.bytes.subarray(p0, g.ends[i]!);
-      const decoded = frames === 3 ? replyOf(g, i) : null;
-      applySlicer.run(() => {
-        if (!this.#closed) this.#onMessage(frames, seqFrame, payload, decoded);
-      });
-      s0 = g.seqEnds[i]!;
-      p0 = g.ends[i]!;
-    }
-    applySlicer.run(() => this.#thread!.credit(this.#stream));
+      const s1 = g.seqEnds[i]!;
+      const p1 = g.ends[i]!;
+      if (!this.#closed) {
+        const decoded = frames === 3 ? replyOf(g, i) : null;
+        this.#onMessage(frames, g.seqBytes.subarray(s0, s1), g.bytes.subarray(p0, p1), decoded);
+      }
+      s0 = s1;
+      p0 = p1;
+      i++;
+      return true;
+    });
+  }
+
+  /**
+   * The group is applied: copy what the sequencer still holds of it (the last batch, live
+   * batches queued behind a replay; their tapes are dropped, to be decoded here if they
+   * are applied) and give its buffers back to the decode thread for reuse.
+   */
+  #handBack(g: LiveGroup): void {
+    const buffer = g.bytes.buffer;
+    this.#seq.mapHeld((b) =>
+      b.bytes.buffer !== buffer
+        ? b
+        : {
+            bytes: b.bytes.slice(),
+            decoded: b.decoded?.ok && b.decoded.tape !== null ? null : b.decoded,
+          },
+    );
+    this.#thread!.creditBack(this.#stream, g);
   }
 
   /** The stream's identity and counters, as of now. */
@@ -237,7 +263,7 @@ export class KvEventSubscriber {
     const last = this.#seq.lastSeq;
     const payload = this.#seq.lastPayload;
     if (last === null || payload === null || this.#replay === null || this.#closed) return null;
-    return { worker: this.#opts.worker, lastSeq: last, lastBatch: payload.bytes };
+    return { worker: this.#opts.worker, lastSeq: last, lastBatch: payload.bytes.slice() };
   }
 
   /** The (worker, dp rank) of this stream. */

@@ -248,4 +248,24 @@ describe("Sequencer", () => {
     expect(s.current).toBe(true);
     expect(s.lastSeq).toBe(1n);
   });
+
+  it("mapHeld replaces the payloads it holds: the last one, queued ones newest first", () => {
+    const s = new Sequencer<string>({ firstSeq: 0n, hasReplay: true, same: (a, b) => a === b });
+    s.start(); // a first-contact replay is in flight: live batches queue behind it
+    s.replayed(0n, "p0");
+    for (const n of [1, 2, 3]) s.live(BigInt(n), `p${n}`);
+    // Newest first, up to the first payload kept: p1 stays although f would change it.
+    const seen: string[] = [];
+    s.mapHeld((p) => {
+      seen.push(p);
+      return p === "p2" ? p : `${p}*`;
+    });
+    expect(seen).toEqual(["p0", "p3", "p2"]);
+    expect(s.lastPayload).toBe("p0*");
+    const applied = s
+      .replayEnded({ status: "complete" })
+      .flatMap((a) => (a.kind === "apply" ? [a.payload] : []));
+    expect(applied).toEqual(["p1", "p2", "p3*"]);
+    expect(s.lastPayload).toBe("p3*");
+  });
 });

@@ -84,7 +84,7 @@ interface Replay<P> {
   /** lastSeq when the request was made (progress = it moved). */
   readonly startLast: bigint | null;
   /** Our copy of batch `from` (purpose "verify"). */
-  readonly verify: P | null;
+  verify: P | null;
   /** No reply seen yet. */
   first: boolean;
   /** Why reading stopped before the end: a hole, or a different stream. */
@@ -134,6 +134,22 @@ export class Sequencer<P> {
   /** The payload of batch `lastSeq` (what a reconnect compares); null before any. */
   get lastPayload(): P | null {
     return this.#lastPayload;
+  }
+
+  /**
+   * Replaces every payload the sequencer holds past this call (the last batch's, queued
+   * live batches, a verify replay's copy) by `f(payload)`; `f` returns the payload itself
+   * to keep it. Queued batches are visited newest first, up to the first one kept. The
+   * subscriber uses it before handing the decode thread's group buffers back for reuse:
+   * the payloads still viewing them (the newest ones) are copied.
+   */
+  mapHeld(f: (payload: P) => P): void {
+    if (this.#lastPayload !== null) this.#lastPayload = f(this.#lastPayload);
+    this.#pending.replaceNewest((m) => {
+      const payload = f(m.payload);
+      return payload === m.payload ? m : { seq: m.seq, payload };
+    });
+    if (this.#replay?.verify != null) this.#replay.verify = f(this.#replay.verify);
   }
 
   /**

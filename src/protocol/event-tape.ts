@@ -69,6 +69,10 @@ const NO_ARRAYS: TapeArrays = {
   strings: [],
 };
 
+const INITIAL_RECORDS = 64 * TAPE_FIELDS;
+const INITIAL_WORDS = 1024;
+const INITIAL_TOKENS = 4096;
+
 /**
  * Writes the tapes of a group of batches into growable buffers: `reset`, then per batch
  * `mark` + (events…) + `endTape` or `rollback`, then `finish` copies the buffers to
@@ -76,11 +80,11 @@ const NO_ARRAYS: TapeArrays = {
  */
 export class TapeWriter {
   events = 0;
-  records = new Float64Array(64 * TAPE_FIELDS);
+  records = new Float64Array(INITIAL_RECORDS);
   pairs = 0;
-  words = new Uint32Array(1024);
+  words = new Uint32Array(INITIAL_WORDS);
   tokenCount = 0;
-  tokens = new Uint32Array(4096);
+  tokens = new Uint32Array(INITIAL_TOKENS);
   strings: string[] = [];
   #tapes: EventTape[] = [];
   #markEvents = 0;
@@ -174,6 +178,37 @@ export class TapeWriter {
     this.#tapes = [];
     return arrays;
   }
+
+  /**
+   * Like `finish`, but without copies: the writer's own buffers become the group's
+   * arrays (whole, so longer than written), and the writer goes on with `next` (buffers
+   * handed back by an earlier group's reader) or, when null, fresh ones. For a writer
+   * whose groups are transferred to another thread and given back (the decode thread).
+   */
+  take(next: TapeBuffers | null): TapeArrays {
+    const arrays: TapeArrays = {
+      records: this.records,
+      words: this.words,
+      tokens: this.tokens,
+      strings: this.strings,
+    };
+    for (const t of this.#tapes) t.arrays = arrays;
+    this.#tapes = [];
+    this.records = next?.records ?? new Float64Array(INITIAL_RECORDS);
+    this.words = next?.words ?? new Uint32Array(INITIAL_WORDS);
+    this.tokens = next?.tokens ?? new Uint32Array(INITIAL_TOKENS);
+    return arrays;
+  }
+}
+
+/**
+ * The writer's buffers themselves, not copies: what `take` hands over and `adopt`
+ * takes back. Lengths are capacities; the tapes say which part is written.
+ */
+export interface TapeBuffers {
+  readonly records: Float64Array<ArrayBuffer>;
+  readonly words: Uint32Array<ArrayBuffer>;
+  readonly tokens: Uint32Array<ArrayBuffer>;
 }
 
 function grow<T extends Float64Array | Uint32Array>(a: T, need: number): T {

@@ -49,4 +49,21 @@ describe("Fifo", () => {
     while (q.length > 0) expect(q.shift()).toBe(expected++);
     expect(expected).toBe(next);
   });
+
+  it("replaceNewest replaces newest first up to the first item kept, after shifts too", () => {
+    const q = new Fifo<number>();
+    for (let i = 0; i < 6; i++) q.push(i);
+    q.shift();
+    const seen: number[] = [];
+    q.replaceNewest((x) => {
+      seen.push(x);
+      return x === 3 ? x : x * 10;
+    });
+    expect(seen).toEqual([5, 4, 3]);
+    const out: number[] = [];
+    while (q.length > 0) out.push(q.shift()!);
+    expect(out).toEqual([1, 2, 3, 40, 50]);
+    q.replaceNewest(() => 7); // empty: nothing to visit
+    expect(q.length).toBe(0);
+  });
 });

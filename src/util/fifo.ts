@@ -45,6 +45,20 @@ export class Fifo<T> {
     return item;
   }
 
+  /**
+   * Replaces queued items by `f(item)`, newest first, up to the first one `f` returns
+   * unchanged (which stays, with everything older).
+   */
+  replaceNewest(f: (item: T) => T): void {
+    const items = this.#items;
+    for (let i = items.length - 1; i >= this.#head; i--) {
+      const item = items[i] as T;
+      const next = f(item);
+      if (next === item) return;
+      items[i] = next;
+    }
+  }
+
   clear(): void {
     this.#items = [];
     this.#head = 0;

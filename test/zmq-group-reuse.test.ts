@@ -1,0 +1,167 @@
+/**
+ * The decode thread's group buffers are handed back with the credit and reused, over
+ * real ZeroMQ: a stream allocates a bounded number of buffer sets however many groups it
+ * sends, the handed-back views are detached on the main thread, reused buffers carry
+ * every later group intact, and the subscriber copies what its sequencer keeps of a
+ * group (the last batch, which a snapshot saves and a reconnect compares) before the
+ * buffers go back.
+ */
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EnginePublisher } from "../src/engine/publisher.js";
+import { RadixTreeIndex } from "../src/index/radix-tree.js";
+import {
+  DecodeThread,
+  type LiveGroup,
+  type LiveSocketOptions,
+  replyOf,
+} from "../src/ingest/decode-thread.js";
+import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
+import { encodeEventBatch } from "../src/protocol/event-encoder.js";
+import { tapeEvent } from "../src/protocol/event-tape.js";
+import { workerKey } from "../src/protocol/worker.js";
+import { emptyBatch, hex, storedBatch, waitFor } from "./zmq-helpers.js";
+
+let thread: DecodeThread;
+beforeAll(async () => {
+  thread = DecodeThread.acquire();
+  await thread.ready();
+});
+afterAll(() => DecodeThread.release());
+
+const socket = (endpoint: string): LiveSocketOptions => ({
+  endpoint,
+  topic: "",
+  receiveHighWaterMark: 1000,
+  reconnectInterval: 20,
+  reconnectMaxInterval: 100,
+  heartbeatInterval: 0,
+  fieldOrder: "vllm",
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Batch `n`: three stored blocks with hashes derived from n (so each group differs). */
+const batchOf = (n: number) =>
+  storedBatch([BigInt(3 * n + 1), BigInt(3 * n + 2), BigInt(3 * n + 3)]);
+
+describe("decode thread group buffers", () => {
+  it("are handed back and reused: allocations stay bounded, later groups intact", async () => {
+    const pub = await EnginePublisher.bind({ endpoint: "tcp://127.0.0.1:*", replayEndpoint: null });
+    const allocated: number[] = [];
+    const received: { seq: bigint; first: string; bytes: Buffer }[] = [];
+    let detachedAfterHandBack = 0;
+    const stream = thread.openStream(socket(pub.endpoint), {
+      onGroup: (g: LiveGroup) => {
+        allocated.push(g.allocated);
+        let s0 = 0;
+        let p0 = 0;
+        for (let i = 0; i < g.frameCounts.length; i++) {
+          const seq = Buffer.from(g.seqBytes.subarray(s0, g.seqEnds[i]!)).readBigUInt64BE();
+          const bytes = Buffer.from(g.bytes.subarray(p0, g.ends[i]!)); // a copy
+          const r = replyOf(g, i);
+          const first = r?.ok && r.tape !== null && r.tape.events > 0 ? tapeEvent(r.tape, 0) : null;
+          received.push({
+            seq,
+            first: first?.type === "stored" ? first.blockHashes[0]! : "",
+            bytes,
+          });
+          s0 = g.seqEnds[i]!;
+          p0 = g.ends[i]!;
+        }
+        thread.creditBack(stream, g);
+        if (g.bytes.byteLength === 0 && g.arrays.tokens.byteLength === 0) detachedAfterHandBack++;
+      },
+      onEvent: () => {},
+      onOpened: () => {},
+      onError: () => {},
+      onLost: () => {},
+    });
+    await waitFor("live", () => {
+      if (received.length === 0) pub.publish(emptyBatch());
+      return received.length > 0;
+    });
+    const start = received.length;
+    const groupsBefore = allocated.length;
+    const sent = new Map<bigint, { first: string; bytes: Uint8Array }>();
+    // Rounds with a pause between them: each round reaches the main thread as its own group.
+    for (let round = 0; round < 30; round++) {
+      for (let k = 0; k < 3; k++) {
+        const n = 3 * round + k;
+        const bytes = encodeEventBatch(batchOf(n));
+        const seq = pub.publishRaw(bytes);
+        sent.set(seq, { first: hex(BigInt(3 * n + 1)), bytes });
+      }
+      await sleep(5);
+    }
+    await waitFor("all batches", () => received.length === start + sent.size);
+    await thread.closeStream(stream);
+    await pub.close();
+
+    expect(allocated.length - groupsBefore).toBeGreaterThanOrEqual(10);
+    // Without reuse every group would need a fresh set (allocated = groups + 1).
+    expect(Math.max(...allocated)).toBeLessThanOrEqual(5);
+    expect(detachedAfterHandBack).toBe(allocated.length);
+    for (const r of received.slice(start)) {
+      const s = sent.get(r.seq);
+      expect(s, `seq ${r.seq}`).toBeDefined();
+      expect(r.first).toBe(s!.first);
+      expect(r.bytes.equals(Buffer.from(s!.bytes))).toBe(true);
+    }
+  });
+
+  it("the subscriber keeps a copy of the last batch: its snapshot record survives reuse", async () => {
+    const pub = await EnginePublisher.bind({
+      endpoint: "tcp://127.0.0.1:*",
+      replayEndpoint: "tcp://127.0.0.1:*",
+      topic: "kv-events",
+    });
+    const worker = workerKey("w1", 0);
+    const index = new RadixTreeIndex({ blockSize: 16 });
+    const sub = new KvEventSubscriber(
+      {
+        worker,
+        endpoint: pub.endpoint,
+        replayEndpoint: pub.replayEndpoint,
+        topic: "kv-events",
+        format: "vllm",
+        replayTimeoutMs: 1000,
+        reconnectIntervalMs: 20,
+        reconnectMaxIntervalMs: 100,
+        decodeThread: true,
+      },
+      index,
+    );
+    try {
+      const live = () => sub.state().batches - sub.state().replayedBatches > 0;
+      await waitFor("live", () => {
+        if (!live()) pub.publish(emptyBatch());
+        return live();
+      });
+      let last: Uint8Array = new Uint8Array(0);
+      for (let round = 0; round < 20; round++) {
+        for (let k = 0; k < 3; k++) {
+          last = encodeEventBatch(batchOf(3 * round + k));
+          pub.publishRaw(last);
+        }
+        await sleep(5);
+      }
+      const lastSeq = pub.nextSeq - 1n;
+      await waitFor("applied", () => sub.state().lastSeq === lastSeq && !sub.state().replaying);
+      // Let the last group's hand-back run (it is queued after the group's batches).
+      await sleep(20);
+      const saved = sub.saved();
+      expect(saved?.lastSeq).toBe(lastSeq);
+      expect(Buffer.from(saved!.lastBatch).equals(Buffer.from(last))).toBe(true);
+      expect(sub.state().resets).toEqual({
+        restart: 0,
+        unfilled_gap: 0,
+        startup_hole: 0,
+        replay_failed: 0,
+      });
+    } finally {
+      await sub.close();
+      await pub.close();
+    }
+  });
+});
