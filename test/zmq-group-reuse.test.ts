@@ -41,19 +41,25 @@ const socket = (endpoint: string): LiveSocketOptions => ({
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Batch `n`: three stored blocks with hashes derived from n (so each group differs). */
+/** Blocks per batch: enough that one batch fills a group past SMALL_GROUP_BYTES. */
+const BLOCKS = 400;
+/** Batch `n`: BLOCKS stored blocks with hashes derived from n (so each group differs). */
 const batchOf = (n: number) =>
-  storedBatch([BigInt(3 * n + 1), BigInt(3 * n + 2), BigInt(3 * n + 3)]);
+  storedBatch(Array.from({ length: BLOCKS }, (_, j) => BigInt(BLOCKS * n + j + 1)));
+/** The first block hash of batch `n`. */
+const firstOf = (n: number) => hex(BigInt(BLOCKS * n + 1));
 
 describe("decode thread group buffers", () => {
   it("are handed back and reused: allocations stay bounded, later groups intact", async () => {
     const pub = await EnginePublisher.bind({ endpoint: "tcp://127.0.0.1:*", replayEndpoint: null });
     const allocated: number[] = [];
+    const reused: boolean[] = [];
     const received: { seq: bigint; first: string; bytes: Buffer }[] = [];
     let detachedAfterHandBack = 0;
     const stream = thread.openStream(socket(pub.endpoint), {
       onGroup: (g: LiveGroup) => {
         allocated.push(g.allocated);
+        reused.push(g.reuse);
         let s0 = 0;
         let p0 = 0;
         for (let i = 0; i < g.frameCounts.length; i++) {
@@ -70,7 +76,9 @@ describe("decode thread group buffers", () => {
           p0 = g.ends[i]!;
         }
         thread.creditBack(stream, g);
-        if (g.bytes.byteLength === 0 && g.arrays.tokens.byteLength === 0) detachedAfterHandBack++;
+        // Large groups go back (detached here); small ones are copies and stay.
+        const detached = g.bytes.byteLength === 0 && g.arrays.tokens.byteLength === 0;
+        if (detached === g.reuse) detachedAfterHandBack++;
       },
       onEvent: () => {},
       onOpened: () => {},
@@ -91,7 +99,7 @@ describe("decode thread group buffers", () => {
         const n = 3 * round + k;
         const bytes = encodeEventBatch(batchOf(n));
         const seq = pub.publishRaw(bytes);
-        sent.set(seq, { first: hex(BigInt(3 * n + 1)), bytes });
+        sent.set(seq, { first: firstOf(n), bytes });
         // By seq: a warm-up batch still on its way must not count as this one.
         await waitFor(`batch ${n}`, () => received.some((r) => r.seq === seq));
       }
@@ -100,6 +108,9 @@ describe("decode thread group buffers", () => {
     await pub.close();
 
     expect(allocated.length - groupsBefore).toBeGreaterThanOrEqual(90);
+    // The rounds' 400-block batches are large groups; the warm-up's empty batches small.
+    expect(reused.slice(groupsBefore).every((r) => r)).toBe(true);
+    expect(reused.slice(0, groupsBefore).some((r) => !r)).toBe(true);
     // Without reuse every group needs a fresh set (90 more). With it at most two: a credit
     // may reach the decode thread after its next flush, until two spare sets circulate.
     const before = groupsBefore === 0 ? 1 : allocated[groupsBefore - 1]!;

@@ -84,6 +84,11 @@ export interface LiveGroup {
   readonly others: readonly (DecodeReply | null)[];
   /** Buffer sets this stream's worker side has allocated so far (reuse keeps it flat). */
   readonly allocated: number;
+  /**
+   * The buffers are the worker's own, to be handed back (`creditBack`) and reused: a
+   * large group. A small one travels as exact-size copies and is not handed back.
+   */
+  readonly reuse: boolean;
 }
 
 /**
@@ -229,7 +234,7 @@ export class DecodeThread {
   creditBack(stream: number, group: LiveGroup): void {
     if (this.#dead || !this.#streams.has(stream)) return;
     const buffers = groupBuffers(group);
-    if (buffers.some((b) => b.byteLength === 0)) {
+    if (!group.reuse || buffers.some((b) => b.byteLength === 0)) {
       this.credit(stream); // already handed back (detached): a plain credit
       return;
     }

@@ -230,6 +230,10 @@ export class KvEventSubscriber {
    * are applied) and give its buffers back to the decode thread for reuse.
    */
   #handBack(g: LiveGroup): void {
+    if (!g.reuse) {
+      this.#thread!.creditBack(this.#stream, g); // exact-size copies: nothing is reused
+      return;
+    }
     const buffer = g.bytes.buffer;
     this.#seq.mapHeld((b) =>
       b.bytes.buffer !== buffer
