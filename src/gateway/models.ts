@@ -152,13 +152,18 @@ export class ModelCatalog {
         headers: authorization === null ? {} : { authorization },
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
+      if (res.statusCode !== 200) {
+        // A 503 while loading, or a 401 for a client's own forwarded key, says nothing
+        // about what the worker serves: keep the last answer rather than forget adapters.
+        await res.body.dump();
+        return this.#asked.get(url)?.cards ?? [];
+      }
       const body = (await res.body.json()) as { data?: { id?: unknown; parent?: unknown }[] };
+      if (!Array.isArray(body.data)) return this.#asked.get(url)?.cards ?? [];
       const cards: Card[] = [];
-      if (res.statusCode === 200 && Array.isArray(body.data)) {
-        for (const m of body.data) {
-          if (typeof m?.id !== "string") continue;
-          cards.push({ id: m.id, parent: typeof m.parent === "string" ? m.parent : null });
-        }
+      for (const m of body.data) {
+        if (typeof m?.id !== "string") continue;
+        cards.push({ id: m.id, parent: typeof m.parent === "string" ? m.parent : null });
       }
       this.#asked.set(url, { atMs: Date.now(), cards });
       return cards;
