@@ -124,7 +124,7 @@ export class KvEventSubscriber {
         {
           onOpened: () => this.#firstContact(),
           onGroup: (g) => this.#onGroup(g),
-          onEvent: (name) => (name === "connect" ? this.#onConnect() : this.#onDisconnect()),
+          onEvent: (name) => this.#onThreadEvent(name === "connect"),
           onError: (message) => this.#onReceiveError(message),
           onLost: () => this.#onThreadLost(),
         },
@@ -165,20 +165,37 @@ export class KvEventSubscriber {
 
   #onConnect(): void {
     if (this.#closed) return;
-    this.#c.connected = true;
-    const { worker, endpoint } = this.#opts;
-    this.#log.info({ worker, endpoint }, "kv events connected");
-    this.#onConnection?.(worker, true);
+    this.#noteConnection(true);
     this.#run(this.#seq.connected());
   }
 
   #onDisconnect(): void {
     if (this.#closed) return;
-    this.#c.connected = false;
-    const { worker, endpoint } = this.#opts;
-    this.#log.warn({ worker, endpoint }, "kv events disconnected");
-    this.#onConnection?.(worker, false);
+    this.#noteConnection(false);
     this.#run(this.#seq.disconnected());
+  }
+
+  /** Counters, log line and the liveness signal of a connect or disconnect. */
+  #noteConnection(connected: boolean): void {
+    this.#c.connected = connected;
+    const { worker, endpoint } = this.#opts;
+    if (connected) this.#log.info({ worker, endpoint }, "kv events connected");
+    else this.#log.warn({ worker, endpoint }, "kv events disconnected");
+    this.#onConnection?.(worker, connected);
+  }
+
+  /**
+   * Threaded mode: the decode thread saw the socket connect or disconnect after the
+   * groups it sent before. Liveness follows at once (a dead engine leaves the
+   * candidates now); the stream rules run in the apply queue behind those groups, so a
+   * disconnect never overtakes batches the old connection delivered before it.
+   */
+  #onThreadEvent(connected: boolean): void {
+    if (this.#closed) return;
+    this.#noteConnection(connected);
+    applySlicer.run(() => {
+      if (!this.#closed) this.#run(connected ? this.#seq.connected() : this.#seq.disconnected());
+    });
   }
 
   #onReceiveError(err: string): void {

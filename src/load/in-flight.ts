@@ -225,6 +225,7 @@ export class InFlightTracker {
     for (const e of w.queue) {
       if (!e.live) continue;
       e.live = false;
+      e.prefixKeys = null;
       this.#byId.delete(e.id);
     }
     this.#workers.delete(worker);
