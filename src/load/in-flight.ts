@@ -4,17 +4,17 @@
  * done) and completion, or a TTL expires (callers that never report must not leak load).
  *
  * Every operation is O(1) amortised: expiry walks two FIFO queues in routing order, and
- * the "routed at or after time t" totals used by the combining rule (`effective-load.ts`) are
- * running sums per worker: all entries, minus those routed before t. When t (the
- * snapshot time) moves, only the entries it crosses are visited, in each worker's
- * routing-order queue. Times are made non-decreasing (`addedMs` never goes below an
- * earlier entry's), so that queue is sorted by time.
+ * the "routed at or after time t" totals used by the combining rule (`effective-load.ts`)
+ * are running sums per worker (`TimedTotals`, `since-cursor.ts`): all entries, minus
+ * those routed before t. When t (the snapshot time) moves, only the entries it crosses
+ * are visited. Times are made non-decreasing (`addedMs` never goes below an earlier
+ * entry's), so each worker's queue is in time order as it is appended.
  */
 
 import type { WorkerKey } from "../protocol/worker.js";
 import { Fifo } from "../util/fifo.js";
-import { RunningTotals, ZERO_TOTALS } from "./in-flight-totals.js";
-import { advance, compactQueue, moveTo, type SinceQueue, type TimedEntry } from "./since-cursor.js";
+import { ZERO_TOTALS } from "./in-flight-totals.js";
+import { type TimedEntry, TimedTotals } from "./since-cursor.js";
 import type { InFlightAdd, InFlightTotals, InFlightUpdate } from "./types.js";
 
 export interface InFlightConfig {
@@ -45,16 +45,8 @@ interface Entry extends TimedEntry {
   prefixKeys: Uint32Array | null;
 }
 
-/** This worker's entries in routing order (dead ones until compacted) and its totals. */
-interface WorkerState extends SinceQueue<Entry> {
-  /** Live entries. */
-  count: number;
-  readonly all: RunningTotals;
-  /** `all − before`, handed out by `totalsSince`. */
-  readonly since: RunningTotals;
-  /** `queue[0, oldest)` are dead: where `dropOldest` resumes its search. */
-  oldest: number;
-}
+/** A worker's entries in routing order and their totals. */
+type WorkerState = TimedTotals<Entry>;
 
 export class InFlightTracker {
   readonly #byId = new Map<string, Entry>();
@@ -108,12 +100,7 @@ export class InFlightTracker {
       before: false,
     };
     this.#byId.set(requestId, e);
-    const w = this.#worker(worker);
-    w.count++;
-    w.all.add(e.pending, e.prefillTokens, e.blocks, 1);
-    if (w.queue.length > 2 * w.count + 64) compact(w);
-    w.queue.push(e);
-    advance(w);
+    this.#worker(worker).add(e);
     this.#prefillQueue.push(e);
     this.#ttlQueue.push(e);
     return { ok: true };
@@ -173,9 +160,7 @@ export class InFlightTracker {
    */
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals {
     const w = this.#workers.get(worker);
-    if (w === undefined) return ZERO_TOTALS;
-    moveTo(w, sinceMs);
-    return w.since.difference(w.all, w.before);
+    return w === undefined ? ZERO_TOTALS : w.since(sinceMs);
   }
 
   /**
@@ -193,26 +178,19 @@ export class InFlightTracker {
     if (at + 1 >= keys.length) return 0;
     const hi = keys[at]!;
     const lo = keys[at + 1]!;
-    let tokens = 0;
-    const q = w.queue;
-    for (let i = w.oldest; i < q.length; i++) {
-      const e = q[i]!;
+    return w.sumLive((e) => {
       const k = e.prefixKeys;
-      if (k === null || !e.pending || !e.live || k.length <= at + 1) continue;
-      if (k[at] === hi && k[at + 1] === lo) tokens += e.prefillTokens;
-    }
-    return tokens;
+      if (k === null || !e.pending || k.length <= at + 1) return 0;
+      return k[at] === hi && k[at + 1] === lo ? e.prefillTokens : 0;
+    });
   }
 
   /** Forget the oldest request of `worker` (a per-worker cap); returns its id, or null. */
   dropOldest(worker: WorkerKey): string | null {
     const w = this.#workers.get(worker);
     if (w === undefined) return null;
-    // Resume after the dead prefix already walked: repeated drops at the cap stay O(1)
-    // amortised instead of rescanning every entry dropped since the last compaction.
-    const q = w.queue;
-    while (w.oldest < q.length && !q[w.oldest]!.live) w.oldest++;
-    const first = q[w.oldest];
+    // O(1) amortised at the cap: the walk resumes after the dead prefix already passed.
+    const first = w.oldestLive();
     if (first === undefined) return null;
     this.#remove(first);
     return first.id;
@@ -222,8 +200,7 @@ export class InFlightTracker {
   removeWorker(worker: WorkerKey): number {
     const w = this.#workers.get(worker);
     if (w === undefined) return 0;
-    for (const e of w.queue) {
-      if (!e.live) continue;
+    for (const e of w.live()) {
       e.live = false;
       e.prefixKeys = null;
       this.#byId.delete(e.id);
@@ -240,44 +217,22 @@ export class InFlightTracker {
   #worker(worker: WorkerKey): WorkerState {
     let w = this.#workers.get(worker);
     if (w === undefined) {
-      w = {
-        count: 0,
-        all: new RunningTotals(),
-        before: new RunningTotals(),
-        since: new RunningTotals(),
-        sinceMs: -Infinity,
-        queue: [],
-        cursor: 0,
-        oldest: 0,
-      };
+      w = new TimedTotals<Entry>();
       this.#workers.set(worker, w);
     }
     return w;
   }
 
   #endPrefill(e: Entry): void {
-    if (!e.pending) return;
-    const w = this.#workers.get(e.worker)!;
-    w.all.endPrefill(e.prefillTokens);
-    if (e.before) w.before.endPrefill(e.prefillTokens);
-    e.pending = false;
+    this.#workers.get(e.worker)!.endPrefill(e);
     e.prefixKeys = null;
   }
 
   #remove(e: Entry): void {
     this.#byId.delete(e.id);
     const w = this.#workers.get(e.worker)!;
-    w.all.add(e.pending, e.prefillTokens, e.blocks, -1);
-    if (e.before) w.before.add(e.pending, e.prefillTokens, e.blocks, -1);
-    e.live = false;
+    w.remove(e);
     e.prefixKeys = null;
-    w.count--;
     if (w.count === 0) this.#workers.delete(e.worker);
   }
-}
-
-/** Drops dead entries from the queue (amortised: only when it is half dead). */
-function compact(w: WorkerState): void {
-  compactQueue(w);
-  w.oldest = 0;
 }

@@ -1,24 +1,18 @@
 /**
  * The other replicas' in-flight requests, as this replica last heard of them: per
  * replica (so one that stops speaking is forgotten as a whole), and per worker totals
- * kept incrementally so the router reads them in O(1) per candidate: "routed at or after t"
- * totals move a time-ordered cursor (`load/since-cursor.ts`) instead of rescanning. No I/O: the Redis
- * side (`redis-load-sync.ts`) feeds it; time is passed in.
+ * kept incrementally so the router reads them in O(1) per candidate: "routed at or after
+ * t" totals move a time-ordered cursor (`load/since-cursor.ts`) instead of rescanning.
+ * No I/O: the Redis side (`redis-load-sync.ts`) feeds it; time is passed in.
  *
  * Staleness is bounded twice: a replica not heard from (message or heartbeat) within
  * `staleAfterMs` is dropped with all its requests, and every entry carries the sender's
  * own prefill and request deadlines, applied by `sweep`.
  */
 
-import { RunningTotals, ZERO_TOTALS } from "../load/in-flight-totals.js";
+import { ZERO_TOTALS } from "../load/in-flight-totals.js";
 import type { PredictedLoadSource } from "../load/predicted-load-source.js";
-import {
-  advance,
-  compactQueue,
-  moveTo,
-  type SinceQueue,
-  type TimedEntry,
-} from "../load/since-cursor.js";
+import { type TimedEntry, TimedTotals } from "../load/since-cursor.js";
 import type { InFlightTotals } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import type { SharedEntry } from "./wire.js";
@@ -28,14 +22,8 @@ interface Entry extends TimedEntry {
   readonly replica: string;
 }
 
-/** A worker's peer entries, sorted by `addedMs` (dead ones until compacted). */
-interface WorkerState extends SinceQueue<Entry> {
-  /** Live entries. */
-  count: number;
-  readonly all: RunningTotals;
-  /** `all − before`, handed out by `totalsSince`. */
-  readonly since: RunningTotals;
-}
+/** A worker's peer entries in time order and their totals. */
+type WorkerState = TimedTotals<Entry>;
 
 interface ReplicaState {
   lastSeenMs: number;
@@ -92,11 +80,9 @@ export class RemoteLoadBook implements PredictedLoadSource {
     };
     r.entries.set(e.id, x);
     const w = this.#worker(e.worker);
-    w.count++;
-    w.all.add(x.pending, x.prefillTokens, x.blocks, 1);
-    if (this.#bulk === null) insertSorted(w, x);
+    if (this.#bulk === null) w.add(x);
     else {
-      w.queue.push(x);
+      w.append(x);
       this.#bulk.add(w);
     }
   }
@@ -127,7 +113,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
     } finally {
       this.#bulk = null;
     }
-    for (const w of touched) resort(w);
+    for (const w of touched) w.resort();
   }
 
   /** Forget a replica and all its requests (it left, or went silent). */
@@ -162,9 +148,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
 
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals {
     const w = this.#workers.get(worker);
-    if (w === undefined) return ZERO_TOTALS;
-    moveTo(w, sinceMs);
-    return w.since.difference(w.all, w.before);
+    return w === undefined ? ZERO_TOTALS : w.since(sinceMs);
   }
 
   /** Replicas heard from, in-flight requests per replica, and what the bounds removed. */
@@ -204,72 +188,20 @@ export class RemoteLoadBook implements PredictedLoadSource {
   #worker(worker: WorkerKey): WorkerState {
     let w = this.#workers.get(worker);
     if (w === undefined) {
-      w = {
-        count: 0,
-        all: new RunningTotals(),
-        before: new RunningTotals(),
-        since: new RunningTotals(),
-        sinceMs: -Infinity,
-        queue: [],
-        cursor: 0,
-      };
+      w = new TimedTotals<Entry>();
       this.#workers.set(worker, w);
     }
     return w;
   }
 
   #endPrefill(x: Entry): void {
-    if (!x.pending) return;
-    const w = this.#workers.get(x.e.worker)!;
-    w.all.endPrefill(x.prefillTokens);
-    if (x.before) w.before.endPrefill(x.prefillTokens);
-    x.pending = false;
+    this.#workers.get(x.e.worker)!.endPrefill(x);
   }
 
   #remove(r: ReplicaState, x: Entry): void {
     r.entries.delete(x.e.id);
     const w = this.#workers.get(x.e.worker)!;
-    w.all.add(x.pending, x.prefillTokens, x.blocks, -1);
-    if (x.before) w.before.add(x.pending, x.prefillTokens, x.blocks, -1);
-    x.live = false;
-    w.count--;
+    w.remove(x);
     if (w.count === 0) this.#workers.delete(x.e.worker);
-    else if (w.queue.length > 2 * w.count + 64) compactQueue(w);
   }
-}
-
-/**
- * Puts `x` in time order (after entries of the same time). Peers' entries arrive nearly
- * in order, so this is usually a push; a late one is placed by binary search. An entry
- * before the cursor's time is counted in `before` at once.
- */
-function insertSorted(w: WorkerState, x: Entry): void {
-  const q = w.queue;
-  let p = q.length;
-  if (p > 0 && q[p - 1]!.addedMs > x.addedMs) {
-    let lo = 0;
-    while (lo < p) {
-      const mid = (lo + p) >>> 1;
-      if (q[mid]!.addedMs > x.addedMs) p = mid;
-      else lo = mid + 1;
-    }
-  }
-  if (p === q.length) q.push(x);
-  else q.splice(p, 0, x);
-  if (x.addedMs < w.sinceMs) {
-    // Every entry from the cursor on is at or after sinceMs, so p ≤ cursor here.
-    w.cursor++;
-    x.before = true;
-    w.before.add(x.pending, x.prefillTokens, x.blocks, 1);
-  }
-}
-
-/** Sorts a worker's live entries by time and recounts `before` from scratch. */
-function resort(w: WorkerState): void {
-  const q = w.queue.filter((x) => x.live).sort((a, b) => a.addedMs - b.addedMs);
-  w.before.difference(ZERO_TOTALS, ZERO_TOTALS);
-  for (const x of q) x.before = false;
-  w.queue = q;
-  w.cursor = 0;
-  advance(w);
 }
