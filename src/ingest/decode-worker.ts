@@ -248,16 +248,10 @@ class LiveStream {
       allocated: this.#allocated,
       reuse: true,
     };
-    send(group, groupBuffers(group));
+    this.#send(group);
     this.#bytes = next.bytes;
     this.#seqBytes = next.seqBytes;
     this.#meta = next.meta;
-    this.#outstanding++;
-    this.#frameCounts = [];
-    this.#seqEnds = [];
-    this.#ends = [];
-    this.#others = [];
-    this.#writer.reset();
   }
 
   /** A small group: exact-size copies go out; this stream keeps its buffers. */
@@ -276,6 +270,11 @@ class LiveStream {
       allocated: this.#allocated,
       reuse: false,
     };
+    this.#send(group);
+  }
+
+  /** Transfers a group's buffers to the main thread and starts the next group. */
+  #send(group: LiveGroup): void {
     send(group, groupBuffers(group));
     this.#outstanding++;
     this.#frameCounts = [];
