@@ -132,3 +132,21 @@ export async function streamOf(svc: TestService, id: string): Promise<Json> {
   const res = await svc.app.inject({ method: "GET", url: "/v1/workers" });
   return (res.json() as Json).workers.find((w: Json) => w.id === id).ranks[0].stream;
 }
+
+/**
+ * Worker entries `e0`, `e1`, … for engine publishers (topic "kv", no metrics scrape);
+ * their HTTP URLs are never called, on ports from `firstPort`.
+ */
+export function publisherWorkers(
+  pubs: readonly { readonly endpoint: string; readonly replayEndpoint: string | null }[],
+  firstPort: number,
+) {
+  return pubs.map((p, i) => ({
+    id: `e${i}`,
+    url: `http://127.0.0.1:${firstPort + i}`,
+    eventsEndpoint: p.endpoint,
+    replayEndpoint: p.replayEndpoint,
+    topic: "kv",
+    metricsUrl: null,
+  }));
+}

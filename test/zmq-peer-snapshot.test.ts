@@ -11,7 +11,14 @@ import { createServer, type Server } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { EnginePublisher } from "../src/engine/publisher.js";
 import type { WireBatch } from "../src/protocol/event-encoder.js";
-import { held, listenJson, startTestService, streamOf, type TestService } from "./http-harness.js";
+import {
+  held,
+  listenJson,
+  publisherWorkers,
+  startTestService,
+  streamOf,
+  type TestService,
+} from "./http-harness.js";
 import { waitFor } from "./zmq-helpers.js";
 
 const BS = 16;
@@ -60,14 +67,7 @@ function config(pubs: EnginePublisher[], snapshot: Record<string, unknown> = {})
     index: { blockSize: BS },
     snapshot,
     events: { replayTimeoutMs: 2000 },
-    workers: pubs.map((p, i) => ({
-      id: `e${i}`,
-      url: `http://127.0.0.1:${18300 + i}`,
-      eventsEndpoint: p.endpoint,
-      replayEndpoint: p.replayEndpoint,
-      topic: "kv",
-      metricsUrl: null,
-    })),
+    workers: publisherWorkers(pubs, 18300),
   };
 }
 

@@ -12,7 +12,13 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EnginePublisher } from "../src/engine/publisher.js";
 import type { WireBatch } from "../src/protocol/event-encoder.js";
-import { held, startTestService, streamOf, type TestService } from "./http-harness.js";
+import {
+  held,
+  publisherWorkers,
+  startTestService,
+  streamOf,
+  type TestService,
+} from "./http-harness.js";
 import { waitFor } from "./zmq-helpers.js";
 
 const BS = 16;
@@ -56,14 +62,7 @@ function config(path: string, pubs: EnginePublisher[]) {
     index: { blockSize: BS },
     snapshot: { path, intervalMs: 3_600_000 },
     events: { replayTimeoutMs: 2000 },
-    workers: pubs.map((p, i) => ({
-      id: `e${i}`,
-      url: `http://127.0.0.1:${18200 + i}`,
-      eventsEndpoint: p.endpoint,
-      replayEndpoint: p.replayEndpoint,
-      topic: "kv",
-      metricsUrl: null,
-    })),
+    workers: publisherWorkers(pubs, 18200),
   };
 }
 
