@@ -8,15 +8,10 @@
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EnginePublisher } from "../src/engine/publisher.js";
-import {
-  DecodeThread,
-  type LiveGroup,
-  type LiveSocketOptions,
-  replyOf,
-} from "../src/ingest/decode-thread.js";
+import { DecodeThread, type LiveGroup, replyOf } from "../src/ingest/decode-thread.js";
 import { encodeEventBatch } from "../src/protocol/event-encoder.js";
 import { tapeEvent } from "../src/protocol/event-tape.js";
-import { emptyBatch, hex, storedBatch, waitFor } from "./zmq-helpers.js";
+import { emptyBatch, hex, liveSocket, storedBatch, waitFor } from "./zmq-helpers.js";
 
 let thread: DecodeThread;
 beforeAll(() => {
@@ -24,17 +19,7 @@ beforeAll(() => {
 });
 afterAll(() => DecodeThread.release());
 
-function socket(endpoint: string): LiveSocketOptions {
-  return {
-    endpoint,
-    topic: "",
-    receiveHighWaterMark: 1000,
-    reconnectInterval: 20,
-    reconnectMaxInterval: 100,
-    heartbeatInterval: 0,
-    fieldOrder: "vllm",
-  };
-}
+const socket = liveSocket;
 
 describe("DecodeThread", () => {
   it("receives and decodes a stream on the worker, in order, with its socket events", async () => {

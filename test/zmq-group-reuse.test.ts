@@ -10,17 +10,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EnginePublisher } from "../src/engine/publisher.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
-import {
-  DecodeThread,
-  type LiveGroup,
-  type LiveSocketOptions,
-  replyOf,
-} from "../src/ingest/decode-thread.js";
+import { DecodeThread, type LiveGroup, replyOf } from "../src/ingest/decode-thread.js";
 import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
 import { encodeEventBatch } from "../src/protocol/event-encoder.js";
 import { tapeEvent } from "../src/protocol/event-tape.js";
 import { workerKey } from "../src/protocol/worker.js";
-import { emptyBatch, hex, storedBatch, waitFor } from "./zmq-helpers.js";
+import { emptyBatch, hex, liveSocket, storedBatch, waitFor } from "./zmq-helpers.js";
 
 let thread: DecodeThread;
 beforeAll(async () => {
@@ -29,15 +24,7 @@ beforeAll(async () => {
 });
 afterAll(() => DecodeThread.release());
 
-const socket = (endpoint: string): LiveSocketOptions => ({
-  endpoint,
-  topic: "",
-  receiveHighWaterMark: 1000,
-  reconnectInterval: 20,
-  reconnectMaxInterval: 100,
-  heartbeatInterval: 0,
-  fieldOrder: "vllm",
-});
+const socket = liveSocket;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

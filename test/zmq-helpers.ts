@@ -12,6 +12,7 @@ import type {
   MatchResult,
   PrefixIndex,
 } from "../src/index/types.js";
+import type { LiveSocketOptions } from "../src/ingest/decode-thread.js";
 import type { WireBatch } from "../src/protocol/event-encoder.js";
 import type { KvEvent } from "../src/protocol/events.js";
 import type { WorkerKey } from "../src/protocol/worker.js";
@@ -147,4 +148,17 @@ export class RecordingIndex implements PrefixIndex {
       overflowResets: 0,
     };
   }
+}
+
+/** Decode-thread socket options for a test stream: no topic, fast reconnects, vLLM order. */
+export function liveSocket(endpoint: string): LiveSocketOptions {
+  return {
+    endpoint,
+    topic: "",
+    receiveHighWaterMark: 1000,
+    reconnectInterval: 20,
+    reconnectMaxInterval: 100,
+    heartbeatInterval: 0,
+    fieldOrder: "vllm",
+  };
 }
