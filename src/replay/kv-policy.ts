@@ -44,7 +44,7 @@ export class KvPolicy implements RoutingPolicy {
   readonly inFlight: InFlightTracker;
   readonly loads: LoadTracker;
   readonly #keys: WorkerKey[];
-  readonly #indexOf = new Map<WorkerKey, number>();
+  readonly #indexOf: Map<WorkerKey, number>;
   /** Apply outcomes other than "applied", by status (should stay empty). */
   readonly eventProblems = new Map<ApplyStatus, number>();
   /** Present when predict-on-route, the fallback or a fault is asked for. */
@@ -52,20 +52,9 @@ export class KvPolicy implements RoutingPolicy {
 
   constructor(o: KvPolicyOptions) {
     this.index = o.index;
-    const registry = new WorkerRegistry();
-    this.#keys = [];
-    for (let w = 0; w < o.workers; w++) {
-      const info = registry.upsert({
-        workerId: `sim-${w}`,
-        url: `http://127.0.0.1:${18000 + w}`,
-        metricsUrl: null,
-        kind: "vllm",
-        blockSize: o.index.blockSize,
-        numGpuBlocks: o.capacityBlocks,
-      });
-      this.#keys.push(info.key);
-      this.#indexOf.set(info.key, w);
-    }
+    const { registry, keys, indexOf } = simRegistry(o.workers, o.index.blockSize, o.capacityBlocks);
+    this.#keys = keys;
+    this.#indexOf = indexOf;
     this.loads = new LoadTracker({
       staleAfterMs: o.staleAfterMs ?? FIELDS.load.staleAfterMs.default,
     });
@@ -157,4 +146,28 @@ export function applyScrape(
     nowMs,
     "scrape",
   );
+}
+
+/** The replayed fleet's workers `sim-0`, `sim-1`, … registered as a router sees them. */
+export function simRegistry(
+  workers: number,
+  blockSize: number,
+  capacityBlocks: number,
+): { registry: WorkerRegistry; keys: WorkerKey[]; indexOf: Map<WorkerKey, number> } {
+  const registry = new WorkerRegistry();
+  const keys: WorkerKey[] = [];
+  const indexOf = new Map<WorkerKey, number>();
+  for (let w = 0; w < workers; w++) {
+    const info = registry.upsert({
+      workerId: `sim-${w}`,
+      url: `http://127.0.0.1:${18000 + w}`,
+      metricsUrl: null,
+      kind: "vllm",
+      blockSize,
+      numGpuBlocks: capacityBlocks,
+    });
+    keys.push(info.key);
+    indexOf.set(info.key, w);
+  }
+  return { registry, keys, indexOf };
 }

@@ -17,7 +17,6 @@ import { FIELDS } from "../config/fields.js";
 import { RadixTreeIndex } from "../index/radix-tree.js";
 import { InFlightTracker } from "../load/in-flight.js";
 import { LoadTracker } from "../load/load-tracker.js";
-import { WorkerRegistry } from "../load/worker-registry.js";
 import type { KvEvent } from "../protocol/events.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import { RemoteLoadBook } from "../replicas/remote-load-book.js";
@@ -26,7 +25,7 @@ import type { SharedEntry } from "../replicas/wire.js";
 import { Router } from "../router.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { deriveSeed, type Rng, seededRng } from "../util/rng.js";
-import { applyScrape } from "./kv-policy.js";
+import { applyScrape, simRegistry } from "./kv-policy.js";
 import type { RoutingPolicy, ScrapedLoad } from "./policies.js";
 import type { RequestOutcome } from "./sim-fleet.js";
 import type { TraceRequest } from "./trace.js";
@@ -97,21 +96,7 @@ export class ReplicatedKvPolicy implements RoutingPolicy {
     const sync = o.sync && o.replicas > 1;
     for (let i = 0; i < o.replicas; i++) {
       const id = `r${i}`;
-      const registry = new WorkerRegistry();
-      const keys: WorkerKey[] = [];
-      const indexOf = new Map<WorkerKey, number>();
-      for (let w = 0; w < o.workers; w++) {
-        const info = registry.upsert({
-          workerId: `sim-${w}`,
-          url: `http://127.0.0.1:${18000 + w}`,
-          metricsUrl: null,
-          kind: "vllm",
-          blockSize: o.blockSize,
-          numGpuBlocks: o.capacityBlocks,
-        });
-        keys.push(info.key);
-        indexOf.set(info.key, w);
-      }
+      const { registry, keys, indexOf } = simRegistry(o.workers, o.blockSize, o.capacityBlocks);
       const index = new RadixTreeIndex({ blockSize: o.blockSize });
       const loads = new LoadTracker({ staleAfterMs: FIELDS.load.staleAfterMs.default });
       const inFlightConfig = {
