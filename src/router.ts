@@ -294,7 +294,7 @@ export class Router {
       };
     }
     const load = effectiveLoad(snapshot, all, newer, w.numGpuBlocks);
-    const same = samePrefixPending(d.inFlight, w.key, keys, overlap.disk, load, all);
+    const same = samePrefixPending(d.inFlight, w.key, keys, overlap.disk, load, all, extra);
     if (same === undefined) return { worker: w.key, overlap, load, stale };
     return { worker: w.key, overlap, load, stale, samePrefixPendingTokens: same };
   }

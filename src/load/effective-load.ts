@@ -19,6 +19,7 @@
 
 import type { WorkerKey } from "../protocol/worker.js";
 import type { InFlightTracker } from "./in-flight.js";
+import type { PredictedLoadSource } from "./predicted-load-source.js";
 import type { EffectiveLoad, InFlightTotals, LoadSnapshot } from "./types.js";
 
 /**
@@ -79,8 +80,8 @@ export function effectiveLoad(
 /**
  * The part of `load.pendingPrefillTokens` queued on `worker` by requests that share the
  * first `held` blocks of the prompt `keys` (the prefix's own demand, for the scheduler's
- * `samePrefixPendingTokens`): this router's share of such requests among its pending
- * prefill (`all`, which may include other replicas' requests: those share nothing),
+ * `samePrefixPendingTokens`): the sharing requests' share of all predicted pending
+ * prefill (`all`: this router's and, through `extra`, the other replicas' requests),
  * applied to the combined figure. Undefined when nothing is held or queued (then all of
  * the queue counts as shared: the empty prefix).
  */
@@ -91,11 +92,13 @@ export function samePrefixPending(
   held: number,
   load: EffectiveLoad,
   all: InFlightTotals,
+  extra?: PredictedLoadSource,
 ): number | undefined {
   if (held === 0 || load.pendingPrefillTokens === 0 || all.pendingPrefillTokens <= 0) {
     return undefined;
   }
-  const sharing = inFlight.pendingSharing(worker, keys, held);
+  let sharing = inFlight.pendingSharing(worker, keys, held);
+  if (extra?.pendingSharing !== undefined) sharing += extra.pendingSharing(worker, keys, held);
   return load.pendingPrefillTokens * Math.min(1, sharing / all.pendingPrefillTokens);
 }
 

@@ -14,7 +14,7 @@
 import type { WorkerKey } from "../protocol/worker.js";
 import { Fifo } from "../util/fifo.js";
 import { ZERO_TOTALS } from "./in-flight-totals.js";
-import { type TimedEntry, TimedTotals } from "./since-cursor.js";
+import { pendingSharingIn, type TimedEntry, TimedTotals } from "./since-cursor.js";
 import type { InFlightAdd, InFlightTotals, InFlightUpdate } from "./types.js";
 
 export interface InFlightConfig {
@@ -44,6 +44,8 @@ interface Entry extends TimedEntry {
   /** The prompt's block keys while its prefill is pending; null after (or never given). */
   prefixKeys: Uint32Array | null;
 }
+
+const entryKeys = (e: Entry): Uint32Array | null => e.prefixKeys;
 
 /** A worker's entries in routing order and their totals. */
 type WorkerState = TimedTotals<Entry>;
@@ -172,17 +174,7 @@ export class InFlightTracker {
    */
   pendingSharing(worker: WorkerKey, keys: Uint32Array, blocks: number): number {
     const w = this.#workers.get(worker);
-    if (w === undefined) return 0;
-    if (blocks <= 0) return w.all.pendingPrefillTokens;
-    const at = 2 * (blocks - 1);
-    if (at + 1 >= keys.length) return 0;
-    const hi = keys[at]!;
-    const lo = keys[at + 1]!;
-    return w.sumLive((e) => {
-      const k = e.prefixKeys;
-      if (k === null || !e.pending || k.length <= at + 1) return 0;
-      return k[at] === hi && k[at + 1] === lo ? e.prefillTokens : 0;
-    });
+    return w === undefined ? 0 : pendingSharingIn(w, keys, blocks, entryKeys);
   }
 
   /** Forget the oldest request of `worker` (a per-worker cap); returns its id, or null. */

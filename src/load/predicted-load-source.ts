@@ -14,6 +14,12 @@ export interface PredictedLoadSource {
   totals(worker: WorkerKey): InFlightTotals;
   /** Those routed at or after `sinceMs` (wall clock, ms; `InFlightTracker.totalsSince`). */
   totalsSince(worker: WorkerKey, sinceMs: number): InFlightTotals;
+  /**
+   * Of its pending prefill on `worker`, the tokens of requests whose prompt shares the
+   * first `blocks` blocks of `keys` (`InFlightTracker.pendingSharing`). A source without
+   * it counts its requests as sharing nothing.
+   */
+  pendingSharing?(worker: WorkerKey, keys: Uint32Array, blocks: number): number;
 }
 
 /** a + b, field by field (a fresh object; neither input is kept). */

@@ -181,3 +181,29 @@ export class TimedTotals<E extends TimedEntry> {
     this.#oldest = 0;
   }
 }
+
+/**
+ * Pending prefill tokens of `w`'s live entries whose prompt shares the first `blocks`
+ * blocks of `keys` (chained block keys, two words per block: two prompts share their
+ * first n blocks exactly when their keys at block n − 1 are equal). `keysOf` gives an
+ * entry's keys, or null when it has none (it then shares only the empty prefix):
+ * `blocks` ≤ 0 counts every pending token. One pass over the live entries.
+ */
+export function pendingSharingIn<E extends TimedEntry>(
+  w: TimedTotals<E>,
+  keys: Uint32Array,
+  blocks: number,
+  keysOf: (e: E) => Uint32Array | null | undefined,
+): number {
+  if (blocks <= 0) return w.all.pendingPrefillTokens;
+  const at = 2 * (blocks - 1);
+  if (at + 1 >= keys.length) return 0;
+  const hi = keys[at]!;
+  const lo = keys[at + 1]!;
+  return w.sumLive((e) => {
+    if (!e.pending) return 0;
+    const k = keysOf(e);
+    if (k === null || k === undefined || k.length <= at + 1) return 0;
+    return k[at] === hi && k[at + 1] === lo ? e.prefillTokens : 0;
+  });
+}

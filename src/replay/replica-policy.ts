@@ -78,6 +78,8 @@ export class ReplicatedKvPolicy implements RoutingPolicy {
   readonly #delayRng: Rng;
   readonly #mu: number;
   readonly #sigma: number;
+  /** p99 0: every change reaches the others before the next request is routed. */
+  readonly #zeroDelay: boolean;
   #order = 0;
   #next = 0;
   #now = 0;
@@ -91,6 +93,7 @@ export class ReplicatedKvPolicy implements RoutingPolicy {
       throw new RangeError("sync delay: need 0 ≤ p50 ≤ p99");
     }
     this.#delayRng = seededRng(deriveSeed(o.seed, "replica-sync"));
+    this.#zeroDelay = o.syncP99Ms === 0;
     this.#mu = Math.log(Math.max(o.syncP50Ms, 1e-6));
     this.#sigma = o.syncP50Ms > 0 ? Math.log(o.syncP99Ms / o.syncP50Ms) / Z99 : 0;
     const sync = o.sync && o.replicas > 1;
@@ -182,7 +185,7 @@ export class ReplicatedKvPolicy implements RoutingPolicy {
       for (const r of this.#r) {
         if (r.id === from || r.book === null) continue;
         const link = `${from}>${r.id}`;
-        const delay = this.#sigma === 0 ? Math.exp(this.#mu) : this.#sample();
+        const delay = this.#zeroDelay ? 0 : this.#sigma === 0 ? Math.exp(this.#mu) : this.#sample();
         const at = Math.max(this.#now + delay, this.#lastAt.get(link) ?? 0);
         this.#lastAt.set(link, at);
         const book = r.book;

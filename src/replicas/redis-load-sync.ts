@@ -235,7 +235,8 @@ export class RedisLoadSync implements InFlightListener {
   firstToken(requestId: string): void {
     const e = this.#mine.get(requestId);
     if (e === undefined || !e.pending) return;
-    this.#mine.set(requestId, { ...e, pending: false });
+    const { prefixKeys: _, ...rest } = e; // keys matter only while the prefill is pending
+    this.#mine.set(requestId, { ...rest, pending: false });
     this.#queue({ op: "first", id: requestId });
   }
 

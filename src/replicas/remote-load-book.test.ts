@@ -6,6 +6,7 @@ import {
   decodeMessage,
   encodeEntry,
   encodeMessage,
+  MAX_SHARED_PREFIX_BLOCKS,
   type SharedEntry,
 } from "./wire.js";
 
@@ -60,6 +61,25 @@ describe("RemoteLoadBook", () => {
     expect(b.totals(W).activeRequests).toBe(1);
   });
 
+  it("tells which queued prefill shares a prompt's prefix, until the prefill ends", () => {
+    const b = new RemoteLoadBook({ staleAfterMs: 3000 });
+    // Chained keys, two words per block: r1 and r2 share block 0, r1 and r3 blocks 0–1.
+    const k1 = Uint32Array.of(1, 1, 2, 2, 3, 3);
+    b.add("a", entry("r1", 0, { prefixKeys: k1 }), 0);
+    b.add("b", entry("r2", 0, { prefixKeys: Uint32Array.of(1, 1, 9, 9) }), 0);
+    b.add("b", entry("r3", 0, { prefixKeys: Uint32Array.of(1, 1, 2, 2) }), 0);
+    b.add("b", entry("r4", 0), 0); // no keys: shares only the empty prefix
+    expect(b.pendingSharing(W, k1, 1)).toBe(300);
+    expect(b.pendingSharing(W, k1, 2)).toBe(200);
+    expect(b.pendingSharing(W, k1, 3)).toBe(100);
+    expect(b.pendingSharing(W, k1, 4)).toBe(0); // beyond the prompt
+    expect(b.pendingSharing(W, k1, 0)).toBe(400);
+    b.firstToken("a", "r1");
+    expect(b.pendingSharing(W, k1, 2)).toBe(100);
+    b.sweep(1000); // every prefill deadline passed
+    expect(b.pendingSharing(W, k1, 1)).toBe(0);
+  });
+
   it("flags a sequence gap", () => {
     const b = new RemoteLoadBook({ staleAfterMs: 3000 });
     expect(b.heard("a", 7, 0)).toBe("new");
@@ -86,6 +106,17 @@ describe("replica wire format", () => {
       ] as const,
     };
     expect(decodeMessage(encodeMessage(m))).toEqual(m);
+    // Prefix keys travel as little-endian base64, whole blocks only.
+    const keys = Uint32Array.of(0xdeadbeef, 1, 0, 0xffffffff, 7);
+    const k = decodeEntry(encodeEntry(entry("r2", 5, { prefixKeys: keys })));
+    expect(k?.prefixKeys).toEqual(keys.subarray(0, 4));
+    // Only a pending request's keys are sent; a long prompt's are cut to the bound.
+    expect(decodeEntry(encodeEntry(entry("r3", 5, { prefixKeys: keys, pending: false })))).toEqual(
+      entry("r3", 5, { pending: false }),
+    );
+    const long = new Uint32Array(2 * MAX_SHARED_PREFIX_BLOCKS + 6).fill(3);
+    const cut = decodeEntry(encodeEntry(entry("r4", 5, { prefixKeys: long })))?.prefixKeys;
+    expect(cut?.length).toBe(2 * MAX_SHARED_PREFIX_BLOCKS);
   });
 
   it("rejects malformed input instead of throwing", () => {
@@ -101,6 +132,11 @@ describe("replica wire format", () => {
       expect(decodeMessage(bad)).toBeNull();
     }
     expect(decodeEntry('["r","w",-1,0,0,0,0,1]')).toBeNull();
+    // Prefix keys: not base64, not whole blocks, empty, or not a string.
+    for (const keys of ['"@@"', '"AAAA"', '""', "5"]) {
+      expect(decodeEntry(`["r","w",1,0,0,0,0,1,${keys}]`)).toBeNull();
+    }
+    expect(decodeEntry('["r","w",1,0,0,0,0,1,"AAAAAAAAAAA="]')).not.toBeNull();
   });
 });
 

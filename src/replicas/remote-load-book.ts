@@ -12,7 +12,7 @@
 
 import { ZERO_TOTALS } from "../load/in-flight-totals.js";
 import type { PredictedLoadSource } from "../load/predicted-load-source.js";
-import { type TimedEntry, TimedTotals } from "../load/since-cursor.js";
+import { pendingSharingIn, type TimedEntry, TimedTotals } from "../load/since-cursor.js";
 import type { InFlightTotals } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import type { SharedEntry } from "./wire.js";
@@ -20,7 +20,11 @@ import type { SharedEntry } from "./wire.js";
 interface Entry extends TimedEntry {
   readonly e: SharedEntry;
   readonly replica: string;
+  /** The prompt's block keys while its prefill is pending (then dropped). */
+  keys: Uint32Array | undefined;
 }
+
+const entryKeys = (x: Entry): Uint32Array | undefined => x.keys;
 
 /** A worker's peer entries in time order and their totals. */
 type WorkerState = TimedTotals<Entry>;
@@ -68,15 +72,19 @@ export class RemoteLoadBook implements PredictedLoadSource {
     const old = r.entries.get(e.id);
     if (old !== undefined) this.#remove(r, old);
     if (e.expiresMs <= nowMs) return;
+    // The keys are held apart from the entry, so they go when the prefill ends.
+    const { prefixKeys, ...rest } = e;
+    const pending = e.pending && e.prefillEndMs > nowMs;
     const x: Entry = {
-      e,
+      e: rest,
       replica,
       addedMs: e.addedMs,
       prefillTokens: e.prefillTokens,
       blocks: e.blocks,
-      pending: e.pending && e.prefillEndMs > nowMs,
+      pending,
       live: true,
       before: false,
+      keys: pending ? prefixKeys : undefined,
     };
     r.entries.set(e.id, x);
     const w = this.#worker(e.worker);
@@ -151,6 +159,11 @@ export class RemoteLoadBook implements PredictedLoadSource {
     return w === undefined ? ZERO_TOTALS : w.since(sinceMs);
   }
 
+  pendingSharing(worker: WorkerKey, keys: Uint32Array, blocks: number): number {
+    const w = this.#workers.get(worker);
+    return w === undefined ? 0 : pendingSharingIn(w, keys, blocks, entryKeys);
+  }
+
   /** Replicas heard from, in-flight requests per replica, and what the bounds removed. */
   stats(): {
     readonly replicas: Readonly<Record<string, number>>;
@@ -196,6 +209,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
 
   #endPrefill(x: Entry): void {
     this.#workers.get(x.e.worker)!.endPrefill(x);
+    x.keys = undefined;
   }
 
   #remove(r: ReplicaState, x: Entry): void {

@@ -38,6 +38,7 @@ export class SharedInFlightTracker extends InFlightTracker {
         prefillEndMs: input.nowMs + this.prefillTtlMs,
         expiresMs: input.nowMs + this.ttlMs,
         pending: true,
+        ...(input.prefixKeys === undefined ? {} : { prefixKeys: input.prefixKeys }),
       });
     }
     return r;

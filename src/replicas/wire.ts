@@ -22,7 +22,20 @@ export interface SharedEntry {
   readonly expiresMs: number;
   /** Prefill not yet done. */
   readonly pending: boolean;
+  /**
+   * The prompt's chained block keys, two words per block (`InFlightAddInput.prefixKeys`),
+   * at most `MAX_SHARED_PREFIX_BLOCKS` blocks: lets the other replicas tell which of the
+   * queued prefill shares a new prompt's prefix, as the sender's own router does.
+   */
+  readonly prefixKeys?: Uint32Array;
 }
+
+/**
+ * Blocks of prompt keys shared per request: 8 bytes each, so at most 32 KiB (44 KiB as
+ * base64) per entry; longer prompts are cut, and their queue counts as sharing only
+ * the first this many blocks.
+ */
+export const MAX_SHARED_PREFIX_BLOCKS = 4096;
 
 export type SyncOp =
   | { readonly op: "add"; readonly entry: SharedEntry }
@@ -42,10 +55,12 @@ export interface SyncMessage {
   readonly ops: readonly SyncOp[];
 }
 
-type EntryTuple = [string, string, number, number, number, number, number, 0 | 1];
+type EntryTuple =
+  | [string, string, number, number, number, number, number, 0 | 1]
+  | [string, string, number, number, number, number, number, 0 | 1, string];
 
 function entryTuple(e: SharedEntry): EntryTuple {
-  return [
+  const t: EntryTuple = [
     e.id,
     e.worker,
     e.prefillTokens,
@@ -55,6 +70,35 @@ function entryTuple(e: SharedEntry): EntryTuple {
     e.expiresMs,
     e.pending ? 1 : 0,
   ];
+  if (e.pending && e.prefixKeys !== undefined && e.prefixKeys.length >= 2) {
+    t.push(keysToBase64(e.prefixKeys));
+  }
+  return t;
+}
+
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
+
+/** Little-endian words as base64, cut to whole blocks and `MAX_SHARED_PREFIX_BLOCKS`. */
+function keysToBase64(keys: Uint32Array): string {
+  const words = Math.min(keys.length - (keys.length % 2), 2 * MAX_SHARED_PREFIX_BLOCKS);
+  if (LITTLE_ENDIAN) {
+    return Buffer.from(keys.buffer, keys.byteOffset, 4 * words).toString("base64");
+  }
+  const b = Buffer.allocUnsafe(4 * words);
+  for (let i = 0; i < words; i++) b.writeUInt32LE(keys[i]!, 4 * i);
+  return b.toString("base64");
+}
+
+/** The inverse of `keysToBase64`; null unless it is whole blocks within the bound. */
+function keysFromBase64(text: unknown): Uint32Array | null {
+  if (typeof text !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return null;
+  const b = Buffer.from(text, "base64");
+  if (b.length === 0 || b.length % 8 !== 0 || b.length > 8 * MAX_SHARED_PREFIX_BLOCKS) {
+    return null;
+  }
+  const keys = new Uint32Array(b.length / 4);
+  for (let i = 0; i < keys.length; i++) keys[i] = b.readUInt32LE(4 * i);
+  return keys;
 }
 
 /** The value stored in the sender's hash for one request. */
@@ -63,12 +107,14 @@ export function encodeEntry(e: SharedEntry): string {
 }
 
 function entryFrom(t: unknown): SharedEntry | null {
-  if (!Array.isArray(t) || t.length !== 8) return null;
-  const [id, worker, prefillTokens, blocks, addedMs, prefillEndMs, expiresMs, pending] = t;
+  if (!Array.isArray(t) || (t.length !== 8 && t.length !== 9)) return null;
+  const [id, worker, prefillTokens, blocks, addedMs, prefillEndMs, expiresMs, pending, keys] = t;
   if (typeof id !== "string" || typeof worker !== "string") return null;
   const nums = [prefillTokens, blocks, addedMs, prefillEndMs, expiresMs];
   if (!nums.every((n) => typeof n === "number" && Number.isFinite(n) && n >= 0)) return null;
   if (pending !== 0 && pending !== 1) return null;
+  const prefixKeys = t.length === 9 ? keysFromBase64(keys) : undefined;
+  if (prefixKeys === null) return null;
   return {
     id,
     worker: worker as WorkerKey,
@@ -78,6 +124,7 @@ function entryFrom(t: unknown): SharedEntry | null {
     prefillEndMs,
     expiresMs,
     pending: pending === 1,
+    ...(prefixKeys === undefined ? {} : { prefixKeys }),
   };
 }
 
