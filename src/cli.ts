@@ -29,7 +29,8 @@ const COMMANDS: Record<string, { describe: string; load: () => Promise<{ main: S
     load: () => import("./replay/replay-main.js"),
   },
   trace: {
-    describe: "generate a synthetic workload trace (trace gen KIND)",
+    describe:
+      "generate a synthetic workload trace (trace gen KIND), or spread one's arrivals (trace spread FILE)",
     load: () => import("./replay/workloads/trace-gen-main.js"),
   },
 };

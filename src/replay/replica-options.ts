@@ -11,7 +11,8 @@ export const REPLICA_USAGE = `  --replicas N              kv as N router replica
   --replica-sync on|off     replicas share in-flight load, as through Redis (default on)
   --replica-sync-p50-ms X   median delay of a shared change reaching another replica
                             (default 1, as measured on loopback Redis)
-  --replica-sync-p99-ms X   99th percentile of that delay (default 50; measured 7–139)
+  --replica-sync-p99-ms X   99th percentile of that delay (default 50; measured 7–139;
+                            0 = every change arrives before the next request)
 `;
 
 export const REPLICA_FLAGS = {

@@ -14,6 +14,12 @@ import {
   WORKLOAD_KINDS,
   type WorkloadParams,
 } from "./generators.js";
+import {
+  parseSpreadArgs,
+  runSpread,
+  SPREAD_USAGE,
+  TraceSpreadUsageError,
+} from "./trace-spread-main.js";
 
 export const TRACE_USAGE = `usage: kvrouter trace gen KIND [options] [--out FILE]
 
@@ -37,6 +43,8 @@ KIND: ${WORKLOAD_KINDS.join(" | ")}
   --fanout-max N          agentic: most siblings per burst (default 6)
   --cold-fraction F       hot-prefix: share of requests with a unique prompt (default 0)
   --out FILE              write here instead of stdout
+
+kvrouter trace spread FILE: spread a trace's quantised arrivals (--help for options).
 `;
 
 const FLAGS: Record<string, keyof WorkloadParams> = {
@@ -125,8 +133,9 @@ export function parseTraceGenArgs(
   };
 }
 
-/** Entry point; returns the exit code (0 ok, 2 bad usage). */
+/** Entry point; returns the exit code (0 ok, 1 bad trace, 2 bad usage). */
 export async function main(argv: string[]): Promise<number> {
+  if (argv[0] === "spread") return spread(argv);
   let o: ReturnType<typeof parseTraceGenArgs>;
   try {
     o = parseTraceGenArgs(argv);
@@ -143,4 +152,20 @@ export async function main(argv: string[]): Promise<number> {
   if (o.out === null) process.stdout.write(text);
   else writeFileSync(o.out, text);
   return 0;
+}
+
+function spread(argv: string[]): number {
+  let o: ReturnType<typeof parseSpreadArgs>;
+  try {
+    o = parseSpreadArgs(argv);
+  } catch (err) {
+    if (!(err instanceof TraceSpreadUsageError)) throw err;
+    process.stderr.write(`kvrouter trace: ${err.message}\n\n${SPREAD_USAGE}`);
+    return 2;
+  }
+  if (o === null) {
+    process.stdout.write(SPREAD_USAGE);
+    return 0;
+  }
+  return runSpread(o, (s) => process.stderr.write(s));
 }
