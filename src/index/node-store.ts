@@ -340,6 +340,11 @@ export class NodeStore {
     return copyInto(this.#records.rec, this.#records.top * STRIDE, into);
   }
 
+  /** The records `[0, top)` in place (a view: valid until the next change), for a copy in steps. */
+  recordsView(): Uint32Array {
+    return this.#records.rec.subarray(0, this.#records.top * STRIDE);
+  }
+
   /** Bytes held by the typed arrays (capacity, not just live nodes). */
   get capacityBytes(): number {
     return this.#records.byteLength + this.#table.byteLength + this.pool.words.byteLength;

@@ -30,7 +30,8 @@ import { Holdings } from "./holdings.js";
 import { MatchBuffer } from "./match-buffer.js";
 import { NodeStore } from "./node-store.js";
 import { OutcomeCounter } from "./outcome-counter.js";
-import type { SnapshotAccess } from "./snapshot-access.js";
+import { bufferFor } from "./record-pool.js";
+import type { IndexCapture, SnapshotAccess } from "./snapshot-access.js";
 import type {
   ApplyResult,
   ApplyStatus,
@@ -127,6 +128,8 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   #sinceDrop = 0;
   /** GPU capacity per worker key, kept across the key's slots. */
   readonly #caps = new Map<WorkerKey, number>();
+  /** Bumped by every change: a capture taken in steps is whole only if it did not move. */
+  #version = 0;
   #capEvictions = 0;
   #overflowResets = 0;
   #keys = new Uint32Array(256);
@@ -168,6 +171,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   }
 
   applyEvent(worker: WorkerKey, event: KvEvent): ApplyResult {
+    this.#version++;
     const w = this.#slot(worker);
     let r: ApplyResult;
     switch (event.type) {
@@ -194,6 +198,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
 
   /** `applyEvent` of a stored event whose hashes are 64-bit integers given as words. */
   applyStoredWords(worker: WorkerKey, ev: StoredWords): ApplyResult {
+    this.#version++;
     const w = this.#slot(worker);
     const c = this.#chain;
     c.hashes = null;
@@ -217,6 +222,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
 
   /** `applyEvent` of a removed event with 64-bit integer hashes as words. */
   applyRemovedWords(worker: WorkerKey, ev: RemovedWords): ApplyResult {
+    this.#version++;
     const w = this.#slot(worker);
     const c = this.#chain;
     c.hashes = null;
@@ -250,6 +256,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
 
   /** O(1): the worker stops matching at once; its memory goes through `reclaim`. */
   removeWorker(worker: WorkerKey): void {
+    this.#version++;
     const w = this.#workers.slotOf(worker);
     if (w === undefined) return;
     this.#retire(w);
@@ -264,6 +271,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     if (gpuBlocks !== null && !(Number.isInteger(gpuBlocks) && gpuBlocks > 0)) {
       throw new RangeError(`gpuBlocks must be a positive integer or null, got ${gpuBlocks}`);
     }
+    this.#version++;
     if (gpuBlocks === null) this.#caps.delete(worker);
     else this.#caps.set(worker, gpuBlocks);
     const w = this.#workers.slotOf(worker);
@@ -285,6 +293,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   reclaim(budget: number = RECLAIM_SLICE): boolean {
     const zombies = this.#zombies;
     if (zombies.length === 0) return false;
+    this.#version++;
     const entries = this.#entries;
     const retired = this.#retired;
     const blocks = this.#workers.blocks;
@@ -668,6 +677,22 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     return freed;
   }
 
+  /** The capture around copied node and entry records (the rest is small: taken now). */
+  #captured(nodes: Uint32Array, entries: Uint32Array): IndexCapture {
+    const keys = this.#workers.keysBySlot();
+    for (const z of this.#zombies) keys[z] = undefined;
+    const hashes = this.#hashes;
+    return {
+      blockSize: this.blockSize,
+      nodes,
+      entries,
+      oldest: this.#entries.oldest,
+      workers: keys,
+      strings: (id) => hashes.stringOf(id),
+      copies: new Map(this.#copies),
+    };
+  }
+
   /** Copy and rebuild, for `snapshot-codec.ts` only (see snapshot-access.ts). */
   snapshotAccess(): SnapshotAccess {
     // Copies go into buffers kept between captures (one capture is encoded at a time).
@@ -675,19 +700,40 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     let entryBuf: Uint32Array | undefined;
     return {
       capture: () => {
-        const keys = this.#workers.keysBySlot();
-        for (const z of this.#zombies) keys[z] = undefined;
-        const hashes = this.#hashes;
         nodeBuf = this.#nodes.copyRecords(nodeBuf);
         entryBuf = this.#entries.copyRecords(entryBuf);
+        return this.#captured(nodeBuf, entryBuf);
+      },
+      beginCapture: () => {
+        const version = this.#version;
+        const from = [this.#nodes.recordsView(), this.#entries.recordsView()] as const;
+        nodeBuf = bufferFor(from[0].length, nodeBuf);
+        entryBuf = bufferFor(from[1].length, entryBuf);
+        const to = [nodeBuf, entryBuf] as const;
+        let part = 0;
+        let at = 0;
         return {
-          blockSize: this.blockSize,
-          nodes: nodeBuf,
-          entries: entryBuf,
-          oldest: this.#entries.oldest,
-          workers: keys,
-          strings: (id) => hashes.stringOf(id),
-          copies: new Map(this.#copies),
+          step: (words) => {
+            while (part < 2 && words > 0) {
+              const src = from[part]!;
+              const n = Math.min(words, src.length - at);
+              to[part]!.set(src.subarray(at, at + n), at);
+              at += n;
+              words -= n;
+              if (at === src.length) {
+                part++;
+                at = 0;
+              }
+            }
+            return part < 2;
+          },
+          finish: () =>
+            part < 2 || this.#version !== version
+              ? null
+              : this.#captured(
+                  to[0].subarray(0, from[0].length),
+                  to[1].subarray(0, from[1].length),
+                ),
         };
       },
       prepare: () => {
@@ -696,10 +742,12 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
         return [nodeBuf, entryBuf];
       },
       restoreNode: (hi, lo, parent) => {
+        this.#version++;
         const n = this.#nodes.find(hi, lo);
         return n >= 0 ? n : this.#nodes.create(hi, lo, parent);
       },
       restoreEntry: (worker, node, mask, hi, lo, str, copies) => {
+        this.#version++;
         const w = this.#slot(worker);
         if (str === null) this.#hashes.setInt(hi, lo);
         else this.#hashes.parse(str as EngineBlockHash, true);

@@ -23,12 +23,24 @@ export interface IndexCapture {
   readonly copies: ReadonlyMap<number, number>;
 }
 
+export interface CaptureJob {
+  step(words: number): boolean;
+  finish(): IndexCapture | null;
+}
+
 export interface SnapshotAccess {
   /**
    * A copy as of now. The copy's buffers are reused by the next `capture` of the same
    * access object: encode one capture before taking the next.
    */
   capture(): IndexCapture;
+  /**
+   * The same copy in steps, so that no single pause copies tens of MB: `step(words)`
+   * copies about that many more words and says whether any remain; `finish()` gives the
+   * capture, or null if the index changed since `beginCapture` (the copy is then mixed:
+   * take another). Shares `capture`'s buffers.
+   */
+  beginCapture(): CaptureJob;
   /**
    * The buffers the next `capture` copies into, sized for now. Touching their pages
    * beforehand, a slice per event-loop turn, keeps page faults out of the capture's

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { RadixTreeIndex } from "../index/radix-tree.js";
 import { decodeSnapshot } from "../index/snapshot-codec.js";
+import { ApplySlicer } from "../ingest/apply-slicer.js";
 import { engineHashFromSafeInt } from "../protocol/engine-hash.js";
 import { workerKey } from "../protocol/worker.js";
 import { noopLogger } from "../util/log-sink.js";
@@ -104,5 +105,60 @@ describe("SnapshotStore: writes and exports share the copy buffers", () => {
     fail = false;
     expect((await store.write())?.bytes).toBeGreaterThan(0);
     expect(store.status()).toMatchObject({ writes: 1, failures: 1 });
+  });
+});
+
+describe("SnapshotStore: the index copied in steps through the event appliers' queue", () => {
+  /** A write while `apply` adds one chain per event-loop turn; what it saw. */
+  async function writeWhileApplying(viaQueue: boolean) {
+    const dir = mkdtempSync(join(tmpdir(), "kvr-store-"));
+    dirs.push(dir);
+    const path = join(dir, "index.snap");
+    const t = new RadixTreeIndex({ blockSize: BS });
+    fill(t, 0, 20_000); // 160,000 entries: a few MB of tables, several 1 MB steps
+    const slicer = new ApplySlicer(0); // one step per turn
+    let steps = 0;
+    const runner = {
+      runSteps: (step: () => boolean) =>
+        slicer.runSteps(() => {
+          steps++;
+          return step();
+        }),
+    };
+    const store = new SnapshotStore(
+      { path, intervalMs: 60_000, blockSize: BS, logger: noopLogger, steps: runner },
+      { access: t.snapshotAccess(), streams: () => [] },
+    );
+    let next = 20_000;
+    let on = true;
+    const tick = () => {
+      if (!on) return;
+      if (viaQueue) slicer.run(() => fill(t, next++, 1));
+      else fill(t, next++, 1);
+      setImmediate(tick);
+    };
+    setImmediate(tick);
+    const w = await store.write();
+    on = false;
+    expect(w?.bytes).toBeGreaterThan(0);
+    const saved = entries(new Uint8Array(readFileSync(path)));
+    return { store, steps, saved, applied: 8 * next };
+  }
+
+  it("events wait behind the copy, so it is taken in several steps and whole", async () => {
+    const r = await writeWhileApplying(true);
+    expect(r.steps).toBeGreaterThan(3);
+    expect(r.store.status().spoiledCaptures).toBe(0);
+    // Some chains were applied while the file was prefaulted and encoded, none half.
+    expect(r.saved % 8).toBe(0);
+    expect(r.saved).toBeGreaterThanOrEqual(160_000);
+    expect(r.saved).toBeLessThan(r.applied);
+  });
+
+  it("a change outside the queue spoils the copy: taken again, then at once", async () => {
+    const r = await writeWhileApplying(false);
+    expect(r.store.status().spoiledCaptures).toBe(2);
+    expect(r.saved % 8).toBe(0);
+    expect(r.saved).toBeGreaterThan(160_000);
   });
 });

@@ -30,6 +30,16 @@ import type { LogSink } from "../util/log-sink.js";
 
 /** Most encoding work per event-loop turn, ms (the chunk ends at the next poll after it). */
 const SLICE_MS = 3;
+/** Words of the index's tables copied per capture step (1 MB). */
+const CAPTURE_STEP_WORDS = 1 << 18;
+
+/**
+ * Runs a resumable task in order with the KV event applies (`ApplySlicer.runSteps`): while
+ * it has steps left, no event is applied, and routing runs between its turns.
+ */
+export interface StepRunner {
+  runSteps(step: () => boolean): void;
+}
 
 export interface SnapshotStoreOptions {
   /** null: no file (no periodic writes, nothing loaded); exports still work. */
@@ -38,6 +48,12 @@ export interface SnapshotStoreOptions {
   readonly blockSize: number;
   readonly logger: LogSink;
   readonly nowMs?: () => number;
+  /**
+   * Copy the index in 1 MB steps through the event appliers' queue (the service passes
+   * its `applySlicer`): the events wait, routing does not, and no single pause copies the
+   * whole ~50 MB. Without it the copy is one synchronous step.
+   */
+  readonly steps?: StepRunner;
 }
 
 export interface SnapshotSource {
@@ -64,6 +80,8 @@ export interface SnapshotStatus {
   readonly writes: number;
   readonly failures: number;
   readonly exports: number;
+  /** Copies in steps spoiled by a change outside the event queue (then taken again). */
+  readonly spoiledCaptures: number;
   readonly last: SnapshotWrite | null;
   /** Wall-clock ms of the last successful write (null = none yet). */
   readonly lastOkMs: number | null;
@@ -74,7 +92,7 @@ export interface SnapshotWrite {
   readonly bytes: number;
   /** From the capture to the rename, wall clock. */
   readonly totalMs: number;
-  /** The synchronous capture (copy of the tables): the longest single pause it causes. */
+  /** The capture (copy of the tables): its longest single step, the longest pause it causes. */
   readonly captureMs: number;
   /** The longest synchronous stretch while encoding one chunk. */
   readonly maxChunkMs: number;
@@ -93,6 +111,7 @@ export class SnapshotStore {
   #writes = 0;
   #failures = 0;
   #exports = 0;
+  #spoiled = 0;
   #lastOkMs: number | null = null;
   #load: SnapshotLoadResult | null = null;
 
@@ -161,6 +180,7 @@ export class SnapshotStore {
       writes: this.#writes,
       failures: this.#failures,
       exports: this.#exports,
+      spoiledCaptures: this.#spoiled,
       last: this.last,
       lastOkMs: this.#lastOkMs,
     };
@@ -177,6 +197,53 @@ export class SnapshotStore {
   capture(): SnapshotCapture {
     const now = this.#o.nowMs ?? Date.now;
     return captureSnapshot(this.#source.access, this.#source.streams(), now());
+  }
+
+  /**
+   * Takes a snapshot in steps (`steps`), resolving with it and the longest step (ms).
+   * Events wait while it runs; a change that does not go through the queue (a worker
+   * removed, cleared memory reclaimed) spoils the copy, which is then taken once more in
+   * steps, and after that at once.
+   */
+  #captureInSteps(): Promise<{ readonly cap: SnapshotCapture; readonly longestMs: number }> {
+    const runner = this.#o.steps;
+    if (runner === undefined) {
+      const t0 = performance.now();
+      const cap = this.capture();
+      return Promise.resolve({ cap, longestMs: performance.now() - t0 });
+    }
+    const now = this.#o.nowMs ?? Date.now;
+    const access = this.#source.access;
+    return new Promise((resolve, reject) => {
+      let job = access.beginCapture();
+      let tries = 1;
+      let longestMs = 0;
+      runner.runSteps(() => {
+        const t0 = performance.now();
+        try {
+          if (job.step(CAPTURE_STEP_WORDS)) return true;
+          const index = job.finish();
+          if (index === null && tries < 2) {
+            tries++;
+            this.#spoiled++;
+            job = access.beginCapture();
+            return true;
+          }
+          if (index === null) this.#spoiled++;
+          const cap: SnapshotCapture = {
+            index: index ?? access.capture(),
+            streams: this.#source.streams().map((s) => ({ ...s, lastBatch: s.lastBatch.slice() })),
+            createdAtMs: now(),
+          };
+          resolve({ cap, longestMs: Math.max(longestMs, performance.now() - t0) });
+        } catch (err) {
+          reject(err);
+        } finally {
+          longestMs = Math.max(longestMs, performance.now() - t0);
+        }
+        return false;
+      });
+    });
   }
 
   /**
@@ -222,7 +289,8 @@ export class SnapshotStore {
     try {
       await this.#prefault();
       let sliceStart = 0;
-      const chunks = encodeSnapshot(this.capture(), {
+      const { cap } = await this.#captureInSteps();
+      const chunks = encodeSnapshot(cap, {
         sliceOver: () => performance.now() - sliceStart > SLICE_MS,
       });
       for (;;) {
@@ -262,10 +330,14 @@ export class SnapshotStore {
   async #write(path: string, given?: SnapshotCapture): Promise<SnapshotWrite | null> {
     const { logger } = this.#o;
     const t0 = performance.now();
-    if (given === undefined) await this.#prefault();
-    const c0 = performance.now();
-    const cap = given ?? this.capture();
-    const captureMs = performance.now() - c0;
+    let cap = given;
+    let captureMs = 0;
+    if (cap === undefined) {
+      await this.#prefault();
+      const taken = await this.#captureInSteps();
+      cap = taken.cap;
+      captureMs = taken.longestMs;
+    }
     const tmp = `${path}.tmp`;
     let bytes = 0;
     let maxChunkMs = 0;

@@ -11,6 +11,7 @@
 import type { KvrouterConfig } from "../config/index.js";
 import type { RadixTreeIndex } from "../index/radix-tree.js";
 import { type DecodedSnapshot, restoreSnapshot } from "../index/snapshot-codec.js";
+import { applySlicer } from "../ingest/apply-slicer.js";
 import type { SubscriberPool } from "../ingest/subscriber-pool.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import type { LogSink } from "../util/log-sink.js";
@@ -33,7 +34,13 @@ export async function warmStart(
   const { path, fromPeer } = config.snapshot;
   const access = index.snapshotAccess();
   const store = new SnapshotStore(
-    { path, intervalMs: config.snapshot.intervalMs, blockSize: config.index.blockSize, logger },
+    {
+      path,
+      intervalMs: config.snapshot.intervalMs,
+      blockSize: config.index.blockSize,
+      logger,
+      steps: applySlicer,
+    },
     { access, streams: () => pool.saved() },
   );
   const t0 = performance.now();

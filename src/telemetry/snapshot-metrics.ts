@@ -17,6 +17,7 @@ export interface SnapshotStatus {
   readonly writes: number;
   readonly failures: number;
   readonly exports: number;
+  readonly spoiledCaptures: number;
   readonly last: {
     readonly bytes: number;
     readonly totalMs: number;
@@ -74,6 +75,11 @@ export function registerSnapshotMetrics(
     ["writes", "kvrouter_snapshot_writes_total", "Snapshot files written"],
     ["failures", "kvrouter_snapshot_write_failures_total", "Snapshot writes that failed"],
     ["exports", "kvrouter_snapshot_exports_total", "Snapshots served whole on GET /v1/snapshot"],
+    [
+      "spoiledCaptures",
+      "kvrouter_snapshot_capture_retries_total",
+      "Index copies taken in steps that a change outside the event queue spoiled (taken again)",
+    ],
   ] as const;
   for (const [field, name, help] of counters) {
     new Counter({
