@@ -191,6 +191,7 @@ async function measuredWrite() {
 }
 const firstWrite = await measuredWrite();
 const write = await measuredWrite(); // steady state: the capture buffers exist
+const capturesSpoiled = svc.snapshot!.status().spoiledCaptures;
 await svc.close(); // the final snapshot
 
 // 2. The engines move on while no router listens.
@@ -300,6 +301,7 @@ console.log(
     snapshot_mb: Math.round((write.bytes / 2 ** 20) * 10) / 10,
     snapshot_write_ms: Math.round(write.totalMs),
     snapshot_capture_ms: Math.round(write.captureMs * 10) / 10,
+    snapshot_capture_retries: capturesSpoiled,
     max_loop_pause_ms: Math.round(Math.max(firstWrite.pause, write.pause) * 10) / 10,
     steady_loop_pause_ms: Math.round(write.pause * 10) / 10,
     first_write_pause_ms: Math.round(firstWrite.pause * 10) / 10,
