@@ -247,4 +247,76 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
       (n) => n === 0,
     );
   });
+
+  it("a request's prompt keys reach the peers while its prefill is pending, and only then", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const now = () => Date.now();
+    const mk = (id: string, book: RemoteLoadBook, shareKeys: boolean) =>
+      new RedisLoadSync({
+        url: redis.url,
+        replicaId: id,
+        keyPrefix: "k",
+        heartbeatMs: 40,
+        staleAfterMs: 1000,
+        commandTimeoutMs: 500,
+        maxPendingFlushes: 64,
+        shareKeys,
+        book,
+        nowMs: now,
+        logger: noopLogger,
+      });
+    const books = [0, 1, 2].map(() => new RemoteLoadBook({ staleAfterMs: 1000 }));
+    const [x, y, z] = [
+      mk("x", books[0]!, true),
+      mk("y", books[1]!, true),
+      mk("z", books[2]!, false),
+    ];
+    for (const s of [x, y, z]) {
+      cleanups.push(() => s.close());
+      s.start();
+    }
+    await eventually(
+      "all synced",
+      () => [x.state, y.state, z.state],
+      (v) => v.every((s) => s === "synced"),
+    );
+    const W = "w0#0" as never;
+    const keys = Uint32Array.from({ length: 2 * 3000 }, (_, i) => i * 7919); // 48k tokens
+    const add = (s: RedisLoadSync, id: string) => {
+      const t = now();
+      s.added({
+        id,
+        worker: W,
+        prefillTokens: 100,
+        blocks: 8,
+        addedMs: t,
+        prefillEndMs: t + 60_000,
+        expiresMs: t + 600_000,
+        pending: true,
+        prefixKeys: keys,
+      });
+    };
+    add(x, "rx");
+    add(z, "rz"); // z is configured not to share keys
+    const sharing = (b: RemoteLoadBook, blocks: number) => b.pendingSharing(W, keys, blocks);
+    await eventually(
+      "y hears both",
+      () => books[1]!.totals(W).pendingPrefillTokens,
+      (v) => v === 200,
+    );
+    expect(sharing(books[1]!, 3000)).toBe(100); // x's keys arrived whole; z sent none
+    expect(sharing(books[1]!, 1)).toBe(100);
+    x.firstToken("rx");
+    await eventually(
+      "y hears rx's first token",
+      () => sharing(books[1]!, 1),
+      (v) => v === 0,
+    );
+    // A full read of x's hash (as after a gap) brings no keys for a finished prefill.
+    const raw = new Redis(redis.url);
+    cleanups.push(async () => raw.disconnect());
+    const stored = await raw.hget("k:replica:x", "rx");
+    expect(JSON.parse(stored!)).toHaveLength(8);
+  });
 });

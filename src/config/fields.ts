@@ -278,6 +278,11 @@ export const FIELDS = {
       default: 64,
       doc: "Redis writes outstanding at once; above it changes wait and go out as one batch",
     },
+    shareKeys: {
+      kind: "bool",
+      default: true,
+      doc: "send each pending request's prompt block keys, so peers weigh a holder's queue by prefix as one router does; false while replicas older than 2026-11-23 still run (they refuse such messages)",
+    },
   },
   gateway: GATEWAY_FIELDS,
   snapshot: SNAPSHOT_FIELDS,

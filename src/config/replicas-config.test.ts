@@ -23,6 +23,7 @@ describe("replicas section", () => {
       staleAfterMs: 3000,
       commandTimeoutMs: 500,
       maxPendingFlushes: 64,
+      shareKeys: true,
     });
   });
 

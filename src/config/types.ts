@@ -139,6 +139,8 @@ export interface ReplicasConfig {
   readonly staleAfterMs: number;
   readonly commandTimeoutMs: number;
   readonly maxPendingFlushes: number;
+  /** Send pending requests' prompt block keys (docs/replicas.md). */
+  readonly shareKeys: boolean;
 }
 
 /** Warm restart from the router's own snapshot (docs/index.md, "Warm restart"). */

@@ -149,6 +149,14 @@ export class EngineHashKeys {
     return this.#strings[id];
   }
 
+  /**
+   * Every interned string by id as of now (a copy: ids freed and reused later do not
+   * change it), for a snapshot encoded over many turns. Empty when no hash is a string.
+   */
+  copyStrings(): readonly (string | undefined)[] {
+    return this.#strings.slice();
+  }
+
   /** Interned strings currently referenced (or just parsed). */
   get internedCount(): number {
     return this.#ids.size;

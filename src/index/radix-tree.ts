@@ -681,14 +681,16 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   #captured(nodes: Uint32Array, entries: Uint32Array): IndexCapture {
     const keys = this.#workers.keysBySlot();
     for (const z of this.#zombies) keys[z] = undefined;
-    const hashes = this.#hashes;
+    // Strings by id as of the copy: the encoder reads them over many turns, while events
+    // free ids and reuse them for other hashes.
+    const strings = this.#hashes.copyStrings();
     return {
       blockSize: this.blockSize,
       nodes,
       entries,
       oldest: this.#entries.oldest,
       workers: keys,
-      strings: (id) => hashes.stringOf(id),
+      strings: (id) => strings[id],
       copies: new Map(this.#copies),
     };
   }

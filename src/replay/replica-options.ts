@@ -42,10 +42,11 @@ export function parseReplicaFlags(v: {
   if (replicas < 1 || replicas > 64) return `--replicas must be in [1, 64], got '${v.replicas}'`;
   const mode = v["replica-sync"] ?? "on";
   if (mode !== "on" && mode !== "off") return `--replica-sync must be on or off, got '${mode}'`;
-  const p50 = number("replica-sync-p50-ms", v["replica-sync-p50-ms"], 1, false);
-  if (typeof p50 === "string") return p50;
   const p99 = number("replica-sync-p99-ms", v["replica-sync-p99-ms"], 50, false);
   if (typeof p99 === "string") return p99;
+  // A p99 below the default median alone (0: no delay) brings the median down with it.
+  const p50 = number("replica-sync-p50-ms", v["replica-sync-p50-ms"], Math.min(1, p99), false);
+  if (typeof p50 === "string") return p50;
   if (p99 < p50) {
     return `--replica-sync-p99-ms (${p99}) must not be below --replica-sync-p50-ms (${p50})`;
   }

@@ -153,6 +153,10 @@ describe("kv as router replicas", () => {
     const o = parseReplayArgs(["--replicas", "4", "--replica-sync", "off"])!;
     expect(o.replicaSync).toEqual({ replicas: 4, sync: false, syncP50Ms: 1, syncP99Ms: 50 });
     expect(parseReplayArgs([])!.replicaSync.replicas).toBe(1);
+    expect(parseReplayArgs(["--replica-sync-p99-ms", "0"])!.replicaSync).toMatchObject({
+      syncP50Ms: 0,
+      syncP99Ms: 0,
+    });
     const bad = (args: string[]) => () => parseReplayArgs(args);
     expect(bad(["--replicas", "0"])).toThrow(ReplayUsageError);
     expect(bad(["--replica-sync", "maybe"])).toThrow("--replica-sync must be on or off");

@@ -48,6 +48,8 @@ export interface RedisLoadSyncOptions {
   readonly commandTimeoutMs: number;
   /** Writes outstanding at once; above it changes wait and go out as one batch. */
   readonly maxPendingFlushes: number;
+  /** Send pending requests' prompt block keys (default true; `replicas.shareKeys`). */
+  readonly shareKeys?: boolean;
   readonly book: RemoteLoadBook;
   readonly nowMs: () => number;
   readonly logger: LogSink;
@@ -228,15 +230,15 @@ export class RedisLoadSync implements InFlightListener {
 
   added(entry: SharedEntry): void {
     if (this.state !== "synced") this.#c.routesWhileDegraded++;
-    this.#mine.set(entry.id, entry);
-    this.#queue({ op: "add", entry });
+    const e = this.#o.shareKeys === false ? withoutKeys(entry) : entry;
+    this.#mine.set(e.id, e);
+    this.#queue({ op: "add", entry: e });
   }
 
   firstToken(requestId: string): void {
     const e = this.#mine.get(requestId);
     if (e === undefined || !e.pending) return;
-    const { prefixKeys: _, ...rest } = e; // keys matter only while the prefill is pending
-    this.#mine.set(requestId, { ...rest, pending: false });
+    this.#mine.set(requestId, { ...withoutKeys(e), pending: false });
     this.#queue({ op: "first", id: requestId });
   }
 
@@ -250,6 +252,12 @@ export class RedisLoadSync implements InFlightListener {
   }
 
   // --- sending ---
+
+  /** `e` as it stands now: keys only while its prefill is pending here. */
+  #current(e: SharedEntry): SharedEntry {
+    const now = this.#mine.get(e.id);
+    return now !== undefined && now.pending ? now : withoutKeys(now ?? e);
+  }
 
   #queue(op: SyncOp): void {
     this.#ops.push(op);
@@ -283,7 +291,10 @@ export class RedisLoadSync implements InFlightListener {
     const set: string[] = [];
     const del = this.#hdel;
     this.#hdel = [];
-    for (const o of ops) {
+    // An add goes out as the request stands now: with its keys only while its prefill is
+    // still pending here (a batch held back while Redis was slow may be old).
+    const out = ops.map((o) => (o.op === "add" ? { op: o.op, entry: this.#current(o.entry) } : o));
+    for (const o of out) {
       if (o.op === "add") set.push(o.entry.id, encodeEntry(o.entry));
       else if (o.op === "first") {
         const e = this.#mine.get(o.id);
@@ -294,14 +305,18 @@ export class RedisLoadSync implements InFlightListener {
     if (del.length > 0) pipe.hdel(this.#hashKey, ...del);
     pipe.pexpire(this.#hashKey, this.#o.staleAfterMs);
     pipe.zadd(this.#setKey, now, this.#o.replicaId);
-    const msg = {
-      replica: this.#o.replicaId,
-      instance: this.#instance,
-      seq: ++this.#seq,
-      sentMs: now,
-      ops,
-    };
-    pipe.publish(this.#channel, encodeMessage(msg));
+    // Messages of at most ~1 MB: a subscriber's output buffer stays far below Redis's
+    // pub/sub limit (32 MB) even after a long hold-back, and no string grows unbounded.
+    for (const part of bySize(out, MAX_MESSAGE_BYTES)) {
+      const msg = {
+        replica: this.#o.replicaId,
+        instance: this.#instance,
+        seq: ++this.#seq,
+        sentMs: now,
+        ops: part,
+      };
+      pipe.publish(this.#channel, encodeMessage(msg));
+    }
     this.#send(pipe, ops.length);
   }
 
@@ -316,8 +331,15 @@ export class RedisLoadSync implements InFlightListener {
     for (const e of this.#mine.values()) {
       if (e.expiresMs > now) fields.push(e.id, encodeEntry(e));
     }
-    for (let i = 0; i < fields.length; i += 2000) {
-      tx.hset(this.#hashKey, ...fields.slice(i, i + 2000));
+    for (let i = 0; i < fields.length; ) {
+      let bytes = 0;
+      let j = i;
+      while (j < fields.length && j - i < 4000 && bytes < MAX_MESSAGE_BYTES) {
+        bytes += fields[j]!.length + fields[j + 1]!.length;
+        j += 2;
+      }
+      tx.hset(this.#hashKey, ...fields.slice(i, j));
+      i = j;
     }
     tx.pexpire(this.#hashKey, this.#o.staleAfterMs);
     tx.zadd(this.#setKey, now, this.#o.replicaId);
@@ -377,6 +399,8 @@ export class RedisLoadSync implements InFlightListener {
       if (e.expiresMs <= now) {
         this.#mine.delete(id);
         this.#hdel.push(id);
+      } else if (e.prefixKeys !== undefined && e.prefillEndMs <= now) {
+        this.#mine.set(id, withoutKeys(e)); // prefill assumed over: keys no longer matter
       }
     }
     this.#o.book.sweep(now);
@@ -485,4 +509,39 @@ export class RedisLoadSync implements InFlightListener {
         break;
     }
   }
+}
+
+/** Largest message (and hash write) this replica sends, bytes, about. */
+const MAX_MESSAGE_BYTES = 1 << 20;
+
+/** `e` without its prompt keys (the same object when it has none). */
+function withoutKeys(e: SharedEntry): SharedEntry {
+  if (e.prefixKeys === undefined) return e;
+  const { prefixKeys: _, ...rest } = e;
+  return rest;
+}
+
+/** An operation's encoded size, about: keys are base64 (4 chars per 3 bytes). */
+function opBytes(o: SyncOp): number {
+  if (o.op !== "add") return 48;
+  const k = o.entry.prefixKeys;
+  return (
+    160 + o.entry.id.length + o.entry.worker.length + (k === undefined ? 0 : (k.length * 16) / 3)
+  );
+}
+
+/** `ops` in consecutive parts of at most about `max` bytes (one part if empty). */
+export function bySize(ops: readonly SyncOp[], max: number): SyncOp[][] {
+  const parts: SyncOp[][] = [[]];
+  let bytes = 0;
+  for (const o of ops) {
+    const b = opBytes(o);
+    if (bytes + b > max && parts.at(-1)!.length > 0) {
+      parts.push([]);
+      bytes = 0;
+    }
+    parts.at(-1)!.push(o);
+    bytes += b;
+  }
+  return parts;
 }

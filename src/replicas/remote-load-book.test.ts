@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { WorkerKey } from "../protocol/worker.js";
+import { bySize } from "./redis-load-sync.js";
 import { RemoteLoadBook } from "./remote-load-book.js";
 import {
   decodeEntry,
@@ -212,5 +213,24 @@ describe("RemoteLoadBook totalsSince against a rescan", () => {
         expect({ ...b.totalsSince(W, since) }, `run ${run} step ${step}`).toEqual(want);
       }
     }
+  });
+});
+
+describe("replica messages stay small", () => {
+  it("a long batch of adds with prompt keys goes out in parts of about 1 MB", () => {
+    const keys = new Uint32Array(2 * 2048); // a 32k-token prompt at block size 16
+    const ops = Array.from({ length: 200 }, (_, i) => ({
+      op: "add" as const,
+      entry: entry(`r${i}`, i, { prefixKeys: keys }),
+    }));
+    const parts = bySize([...ops, { op: "done" as const, id: "r0" }], 1 << 20);
+    expect(parts.length).toBeGreaterThan(1);
+    expect(parts.flat()).toHaveLength(201); // all of them, in order
+    expect(parts.flat().at(-1)).toEqual({ op: "done", id: "r0" });
+    for (const p of parts) {
+      const text = encodeMessage({ replica: "a", instance: "i", seq: 1, sentMs: 0, ops: p });
+      expect(text.length).toBeLessThan(1.1 * 2 ** 20);
+    }
+    expect(bySize([], 1 << 20)).toEqual([[]]); // a heartbeat is one empty message
   });
 });

@@ -214,6 +214,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
 
   #remove(r: ReplicaState, x: Entry): void {
     r.entries.delete(x.e.id);
+    x.keys = undefined; // dead entries wait in the worker's queue until it is compacted
     const w = this.#workers.get(x.e.worker)!;
     w.remove(x);
     if (w.count === 0) this.#workers.delete(x.e.worker);

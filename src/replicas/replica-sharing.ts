@@ -32,6 +32,7 @@ export function createReplicaSharing(
     staleAfterMs: r.staleAfterMs,
     commandTimeoutMs: r.commandTimeoutMs,
     maxPendingFlushes: r.maxPendingFlushes,
+    shareKeys: r.shareKeys,
     book,
     nowMs: deps.nowMs,
     logger: deps.logger,

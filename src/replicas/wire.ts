@@ -31,11 +31,12 @@ export interface SharedEntry {
 }
 
 /**
- * Blocks of prompt keys shared per request: 8 bytes each, so at most 32 KiB (44 KiB as
+ * Blocks of prompt keys shared per request: 8 bytes each, so at most 32 KiB (~43 KiB as
  * base64) per entry; longer prompts are cut, and their queue counts as sharing only
  * the first this many blocks.
  */
 export const MAX_SHARED_PREFIX_BLOCKS = 4096;
+const MAX_KEYS_BASE64 = 4 * Math.ceil((8 * MAX_SHARED_PREFIX_BLOCKS) / 3);
 
 export type SyncOp =
   | { readonly op: "add"; readonly entry: SharedEntry }
@@ -91,7 +92,8 @@ function keysToBase64(keys: Uint32Array): string {
 
 /** The inverse of `keysToBase64`; null unless it is whole blocks within the bound. */
 function keysFromBase64(text: unknown): Uint32Array | null {
-  if (typeof text !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return null;
+  if (typeof text !== "string" || text.length > MAX_KEYS_BASE64) return null;
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return null;
   const b = Buffer.from(text, "base64");
   if (b.length === 0 || b.length % 8 !== 0 || b.length > 8 * MAX_SHARED_PREFIX_BLOCKS) {
     return null;

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { RadixTreeIndex } from "../index/radix-tree.js";
 import { decodeSnapshot } from "../index/snapshot-codec.js";
 import { ApplySlicer } from "../ingest/apply-slicer.js";
-import { engineHashFromSafeInt } from "../protocol/engine-hash.js";
+import { engineHashFromSafeInt, engineHashFromString } from "../protocol/engine-hash.js";
 import { workerKey } from "../protocol/worker.js";
 import { noopLogger } from "../util/log-sink.js";
 import { SnapshotStore } from "./snapshot-store.js";
@@ -60,6 +60,42 @@ describe("SnapshotStore: writes and exports share the copy buffers", () => {
     expect(entries(new Uint8Array(Buffer.concat(chunks)))).toBe(16_000);
     expect(entries(new Uint8Array(readFileSync(path)))).toBe(24_000);
     expect(store.status()).toMatchObject({ writes: 1, exports: 1, failures: 0 });
+  });
+
+  it("string hashes are the capture's own, though ids are freed and reused while it is encoded", async () => {
+    const t = new RadixTreeIndex({ blockSize: BS });
+    const W = workerKey("w0");
+    const ev = (type: "stored" | "removed", tag: string, c: number) =>
+      t.applyEvent(W, {
+        ...(type === "stored"
+          ? {
+              type,
+              parentHash: null,
+              tokenIds: Array.from({ length: 8 * BS }, (_, i) => (i === 0 ? c + 1 : i)),
+              blockSize: BS,
+              loraId: null,
+              loraName: null,
+            }
+          : { type }),
+        blockHashes: Array.from({ length: 8 }, (_, i) => engineHashFromString(`${tag}-${c}-${i}`)),
+        medium: null,
+        tier: "gpu",
+      } as Parameters<RadixTreeIndex["applyEvent"]>[1]);
+    for (let c = 0; c < 2_000; c++) ev("stored", "old", c);
+    const store = new SnapshotStore(
+      { path: null, intervalMs: 60_000, blockSize: BS, logger: noopLogger },
+      { access: t.snapshotAccess(), streams: () => [] },
+    );
+    const it = store.export()[Symbol.asyncIterator]();
+    const chunks = [(await it.next()).value as Uint8Array]; // the capture is taken
+    // Half the chains evicted, new ones stored: their ids are the freed ones.
+    for (let c = 1_000; c < 2_000; c++) ev("removed", "old", c);
+    for (let c = 2_000; c < 3_000; c++) ev("stored", "new", c);
+    for (let r = await it.next(); !r.done; r = await it.next()) chunks.push(r.value);
+    const d = decodeSnapshot(new Uint8Array(Buffer.concat(chunks)), BS);
+    if (!d.ok) throw new Error(d.message);
+    expect(d.snapshot.strings).toHaveLength(16_000);
+    expect(d.snapshot.strings.filter((x) => !x.startsWith("s:old-"))).toEqual([]);
   });
 
   it("counts a failed write and keeps serving exports without a path", async () => {
@@ -133,7 +169,9 @@ describe("SnapshotStore: the index copied in steps through the event appliers' q
     let on = true;
     const tick = () => {
       if (!on) return;
-      if (viaQueue) slicer.run(() => fill(t, next++, 1));
+      // Two per turn through the queue (one runs per turn): the queue is never empty, so
+      // the capture starts behind tasks that still change the index.
+      if (viaQueue) for (let k = 0; k < 2; k++) slicer.run(() => fill(t, next++, 1));
       else fill(t, next++, 1);
       setImmediate(tick);
     };

@@ -3,7 +3,8 @@
  * at start, writes it every `snapshot.intervalMs` and on graceful shutdown.
  *
  * A write takes the snapshot at one instant (a copy of the index's tables and every
- * stream's last applied batch: `captureSnapshot`), then encodes and writes it chunk by
+ * stream's last applied batch, taken in steps ordered with the event applies:
+ * `capture-in-steps.ts`), then encodes and writes it chunk by
  * chunk, each chunk in its own event-loop turn, so routing and ingest go on meanwhile. The
  * file is replaced atomically: written to `<path>.tmp`, fsynced, renamed over `<path>`,
  * and the directory fsynced. A refused file (damaged, cut short, another version or block
@@ -14,7 +15,7 @@
  * copy buffers); `status` feeds the `kvrouter_snapshot_*` metrics.
  */
 
-import { closeSync, fsyncSync, openSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { open, rename } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { SnapshotAccess } from "../index/snapshot-access.js";
@@ -27,20 +28,11 @@ import {
   type SnapshotCapture,
 } from "../index/snapshot-codec.js";
 import type { LogSink } from "../util/log-sink.js";
+import { captureInSteps, type StepRunner } from "./capture-in-steps.js";
+import { syncDir } from "./sync-dir.js";
 
 /** Most encoding work per event-loop turn, ms (the chunk ends at the next poll after it). */
 const SLICE_MS = 3;
-/** Words of the index's tables copied per capture step (1 MB). */
-const CAPTURE_STEP_WORDS = 1 << 18;
-
-/**
- * Runs a resumable task in order with the KV event applies (`ApplySlicer.runSteps`): while
- * it has steps left, no event is applied, and routing runs between its turns.
- */
-export interface StepRunner {
-  runSteps(step: () => boolean): void;
-}
-
 export interface SnapshotStoreOptions {
   /** null: no file (no periodic writes, nothing loaded); exports still work. */
   readonly path: string | null;
@@ -199,51 +191,18 @@ export class SnapshotStore {
     return captureSnapshot(this.#source.access, this.#source.streams(), now());
   }
 
-  /**
-   * Takes a snapshot in steps (`steps`), resolving with it and the longest step (ms).
-   * Events wait while it runs; a change that does not go through the queue (a worker
-   * removed, cleared memory reclaimed) spoils the copy, which is then taken once more in
-   * steps, and after that at once.
-   */
-  #captureInSteps(): Promise<{ readonly cap: SnapshotCapture; readonly longestMs: number }> {
+  /** A snapshot in steps through `steps` (`capture-in-steps.ts`), or at once without it. */
+  async #captureInSteps(): Promise<{ readonly cap: SnapshotCapture; readonly longestMs: number }> {
     const runner = this.#o.steps;
     if (runner === undefined) {
       const t0 = performance.now();
       const cap = this.capture();
-      return Promise.resolve({ cap, longestMs: performance.now() - t0 });
+      return { cap, longestMs: performance.now() - t0 };
     }
     const now = this.#o.nowMs ?? Date.now;
-    const access = this.#source.access;
-    return new Promise((resolve, reject) => {
-      let job = access.beginCapture();
-      let tries = 1;
-      let longestMs = 0;
-      runner.runSteps(() => {
-        const t0 = performance.now();
-        try {
-          if (job.step(CAPTURE_STEP_WORDS)) return true;
-          const index = job.finish();
-          if (index === null && tries < 2) {
-            tries++;
-            this.#spoiled++;
-            job = access.beginCapture();
-            return true;
-          }
-          if (index === null) this.#spoiled++;
-          const cap: SnapshotCapture = {
-            index: index ?? access.capture(),
-            streams: this.#source.streams().map((s) => ({ ...s, lastBatch: s.lastBatch.slice() })),
-            createdAtMs: now(),
-          };
-          resolve({ cap, longestMs: Math.max(longestMs, performance.now() - t0) });
-        } catch (err) {
-          reject(err);
-        } finally {
-          longestMs = Math.max(longestMs, performance.now() - t0);
-        }
-        return false;
-      });
-    });
+    const r = await captureInSteps(runner, this.#source.access, this.#source.streams, now);
+    this.#spoiled += r.spoiled;
+    return r;
   }
 
   /**
@@ -384,19 +343,5 @@ export class SnapshotStore {
       "index snapshot written",
     );
     return w;
-  }
-}
-
-/** The rename is durable once the directory is synced (best effort: not on every FS). */
-function syncDir(dir: string): void {
-  try {
-    const fd = openSync(dir, "r");
-    try {
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    // Some filesystems refuse fsync on a directory; the rename itself is atomic.
   }
 }

@@ -72,5 +72,7 @@ describe("trace spread", () => {
       TraceSpreadUsageError,
     );
     expect(() => parseSpreadArgs(["spread"])).toThrow("FILE is required");
+    expect(runSpread({ ...o, file: join(dir, "missing.jsonl") }, (s) => err.push(s))).toBe(1);
+    expect(err.at(-1)).toMatch(/cannot read .*missing\.jsonl/);
   });
 });

@@ -83,7 +83,13 @@ export function parseSpreadArgs(argv: readonly string[]): SpreadArgs | null {
 /** Reads, checks, spreads and writes; returns the exit code (0 ok, 1 bad trace). */
 export function runSpread(o: SpreadArgs, err: (s: string) => void): number {
   const lines: TimedLine[] = [];
-  const text = readFileSync(o.file, "utf8").split("\n");
+  let text: string[];
+  try {
+    text = readFileSync(o.file, "utf8").split("\n");
+  } catch (e) {
+    err(`kvrouter trace spread: cannot read ${o.file}: ${(e as Error).message}\n`);
+    return 1;
+  }
   try {
     for (let i = 0; i < text.length; i++) {
       const t = text[i]!.trim();
