@@ -69,9 +69,16 @@ export function validateSnapshot(s: LoadSnapshot): string | null {
   );
 }
 
+/** What `LoadTracker.handle` gives out: one worker's entry, read only. */
+export interface LoadHandle {
+  readonly snapshot: LoadSnapshot | null;
+}
+
 export class LoadTracker {
   readonly #entries = new Map<WorkerKey, Entry>();
   readonly staleAfterMs: number;
+  /** Bumped whenever an entry is created or forgotten: handles and their absence go stale. */
+  #entriesVersion = 0;
 
   constructor(config: LoadTrackerConfig) {
     if (!(config.staleAfterMs > 0)) throw new RangeError("staleAfterMs must be > 0");
@@ -85,7 +92,26 @@ export class LoadTracker {
 
   /** Forget a worker entirely (it was removed from the fleet). */
   forget(worker: WorkerKey): void {
-    this.#entries.delete(worker);
+    if (this.#entries.delete(worker)) this.#entriesVersion++;
+  }
+
+  /**
+   * Changes whenever a worker starts or stops being tracked: a `handle` (or its absence)
+   * read before a change may be out of date, one read since is live. Lets a decision over
+   * thousands of workers read each one without a lookup by key (`router-columns.ts`).
+   */
+  get entriesVersion(): number {
+    return this.#entriesVersion;
+  }
+
+  /** The worker's live entry (undefined = not tracked), for `isStaleHandle`/`snapshot`. */
+  handle(worker: WorkerKey): LoadHandle | undefined {
+    return this.#entries.get(worker);
+  }
+
+  /** `isStale` of a handle's worker (undefined = not tracked: never stale). */
+  isStaleHandle(h: LoadHandle | undefined, nowMs: number): boolean {
+    return h === undefined ? false : this.#staleEntry(h as Entry, nowMs);
   }
 
   /**
@@ -165,7 +191,10 @@ export class LoadTracker {
    */
   isStale(worker: WorkerKey, nowMs: number): boolean {
     const e = this.#entries.get(worker);
-    if (e === undefined) return false;
+    return e === undefined ? false : this.#staleEntry(e, nowMs);
+  }
+
+  #staleEntry(e: Entry, nowMs: number): boolean {
     if (e.unreachable.size > 0) return true;
     if (e.lastSuccessMs === null && e.totalFailures > 0) return true;
     return nowMs - (e.lastSuccessMs ?? e.sinceMs) >= this.staleAfterMs;
@@ -228,6 +257,7 @@ export class LoadTracker {
         timesUnreachable: 0,
       };
       this.#entries.set(worker, e);
+      this.#entriesVersion++;
     }
     return e;
   }

@@ -22,7 +22,7 @@ export interface Selection {
  */
 export function selectCandidate(
   costs: ArrayLike<number>,
-  eligible: ArrayLike<boolean>,
+  eligible: ArrayLike<boolean | number>,
   temperature: number,
   rng: () => number,
 ): Selection {
