@@ -152,7 +152,8 @@ export class ColumnScorer {
       const snapshot = stale || lh === undefined ? null : lh.snapshot;
       const fh = h.flight[r]!;
       let all: InFlightTotals = fh.all;
-      let newer = snapshot === null ? all : fh.since(snapshot.atMs);
+      // Nothing in flight: every total is zero, `since` too (an emptied state is reset).
+      let newer = snapshot === null || all.activeRequests === 0 ? all : fh.since(snapshot.atMs);
       if (extra !== undefined) {
         all = addTotals(all, extra.totals(w.key));
         newer = snapshot === null ? all : addTotals(newer, extra.totalsSince(w.key, snapshot.atMs));

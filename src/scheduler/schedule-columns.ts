@@ -56,6 +56,7 @@ export class CandidateColumns {
     penalised: new Uint8Array(0),
     eligible: new Uint8Array(0),
     fresh: new Float64Array(0),
+    probabilities: new Float64Array(0),
   };
 
   /** Room for `n` candidates (contents not kept); sets `n`. */
@@ -78,6 +79,7 @@ export class CandidateColumns {
     s.penalised = new Uint8Array(size);
     s.eligible = new Uint8Array(size);
     s.fresh = new Float64Array(size);
+    s.probabilities = new Float64Array(size);
   }
 }
 
@@ -187,7 +189,13 @@ export function scheduleColumns(
   };
   for (const i of lowest) if (!build(i)) return null;
 
-  const sel = selectCandidate(costs.subarray(0, n), eligible, config.temperature, rng);
+  const sel = selectCandidate(
+    costs.subarray(0, n),
+    eligible,
+    config.temperature,
+    rng,
+    c.scratch.probabilities,
+  );
   const chosen = sel.index;
   let shown = lowest.filter((i) => i !== chosen).slice(0, k);
   shown.push(chosen);
