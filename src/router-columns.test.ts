@@ -53,6 +53,8 @@ interface Shape {
   readonly extra: boolean;
   readonly store: boolean;
   readonly models: boolean;
+  /** `maxInFlightPerWorker` (the oldest dropped past it). */
+  readonly cap: number | undefined;
 }
 
 function randomShape(seed: number): Shape {
@@ -83,6 +85,7 @@ function randomShape(seed: number): Shape {
     extra: g() < 0.3,
     store: g() < 0.3,
     models: g() < 0.3,
+    cap: g() < 0.3 ? 1 + Math.floor(g() * 3) : undefined,
   };
 }
 
@@ -178,6 +181,7 @@ function world(s: Shape, fullScoring: boolean): World {
     rng: seededRng(s.seed + 17),
     candidateBreakdownLimit: s.limit,
     fullScoring,
+    ...(s.cap === undefined ? {} : { maxInFlightPerWorker: s.cap }),
     ...(s.store ? { storeHolders: [] } : {}),
     ...(predicted === undefined ? {} : { predicted }),
     ...(book === null ? {} : { extraLoad: book }),
@@ -240,8 +244,15 @@ function* operations(s: Shape, steps: number) {
       };
     } else if (x < 0.88) {
       yield { kind: "unreachable" as const, worker: Math.floor(g() * s.workers), now };
+    } else if (x < 0.9) {
+      yield { kind: "reachable" as const, worker: Math.floor(g() * s.workers), now };
+    } else if (x < 0.91) {
+      yield { kind: "fail" as const, worker: Math.floor(g() * s.workers), now };
+    } else if (x < 0.915) {
+      yield { kind: "remove" as const, worker: Math.floor(g() * s.workers), now };
     } else {
-      now += Math.floor(g() * (g() < 0.1 ? 1_500 : 60));
+      // Mostly small steps; now and then past the load staleness or the in-flight TTLs.
+      now += Math.floor(g() * (g() < 0.1 ? 4_000 : 60));
     }
   }
 }
@@ -280,6 +291,16 @@ function apply(
       return null;
     case "unreachable":
       w.loads.markUnreachable(w.keys[op.worker]!, "scrape", "ECONNREFUSED", op.now);
+      return null;
+    case "reachable":
+      w.loads.markReachable(w.keys[op.worker]!, "scrape");
+      return null;
+    case "fail":
+      w.loads.recordFailure(w.keys[op.worker]!, "timeout", op.now);
+      return null;
+    case "remove":
+      // The in-flight side of a removal alone (its handles must be dropped).
+      w.inFlight.removeWorker(w.keys[op.worker]!);
       return null;
   }
 }

@@ -16,9 +16,9 @@
 
 import type { BlockKeySeq, WorkerMatch } from "./index/types.js";
 import {
-  effectiveLoad,
   effectiveLoadInto,
   emptyLoad,
+  type MutableLoad,
   samePrefixPending,
 } from "./load/effective-load.js";
 import type { InFlightHandle } from "./load/in-flight.js";
@@ -35,14 +35,34 @@ import type {
   TierOverlap,
 } from "./scheduler/types.js";
 
-/** Handles of one routable list's workers, by position. */
+/**
+ * Handles of one routable list's workers, by position, and each one's load numbers as
+ * last computed: valid until the trackers report a change of that worker (`watch`) or
+ * its staleness by time flips (`staleSince`, checked on every decision).
+ */
 interface FleetHandles {
+  readonly routable: readonly WorkerInfo[];
   readonly loadsVersion: number;
   readonly removals: number;
   readonly load: (LoadHandle | undefined)[];
   readonly flight: InFlightHandle[];
   readonly position: Map<WorkerKey, number>;
+  /** 1 = the numbers below are current for the worker's tracker state. */
+  readonly valid: Uint8Array;
+  /** Stale whatever the time (unreachable, or failed before any success). */
+  readonly staleAlways: Uint8Array;
+  /** Stale once `nowMs - staleSince >= staleAfterMs` (+Infinity: never). */
+  readonly staleSince: Float64Array;
+  /** The staleness the numbers were computed with. */
+  readonly staleUsed: Uint8Array;
+  readonly pending: Float64Array;
+  readonly activeBlocks: Float64Array;
+  readonly waiting: Float64Array;
+  readonly exclusionLoad: Float64Array;
 }
+
+/** Routable lists whose cached numbers are kept current (more are rebuilt when used). */
+const LIVE_LISTS = 8;
 
 export interface ColumnRequest {
   readonly routable: readonly WorkerInfo[];
@@ -75,6 +95,11 @@ export class ColumnScorer {
   /** Position in the routable list → column (−1 = excluded). */
   #col = new Int32Array(0);
   readonly #load = emptyLoad();
+  /** Workers the trackers reported changed since the last decision (`watch`). */
+  readonly #changed = new Set<WorkerKey>();
+  #watching = false;
+  /** The lists whose cached numbers `#applyChanges` keeps current. */
+  #live: FleetHandles[] = [];
 
   constructor(deps: RouterDeps) {
     this.#d = deps;
@@ -92,6 +117,11 @@ export class ColumnScorer {
    */
   decide(q: ColumnRequest): ColumnDecision | null {
     const d = this.#d;
+    if (!this.#watching) {
+      d.loads.watch(this.#changed);
+      d.inFlight.watch(this.#changed);
+      this.#watching = true;
+    }
     const h = this.#handlesOf(q.routable);
     const routable = q.routable;
     const total = routable.length;
@@ -140,35 +170,49 @@ export class ColumnScorer {
         disk[j] = Math.max(disk[j]!, g);
       }
     }
-    const load = this.#load;
+    this.#applyChanges();
     const loads = d.loads;
-    const extra = d.extraLoad;
+    const staleAfter = loads.staleAfterMs;
+    // Other replicas' load changes without telling: recomputed on every decision.
+    const always = d.extraLoad !== undefined;
     const nowMs = q.nowMs;
     for (let j = 0; j < n; j++) {
       const r = at[j]!;
-      const w = routable[r]!;
-      const lh = h.load[r];
-      const stale = loads.isStaleHandle(lh, nowMs);
-      const snapshot = stale || lh === undefined ? null : lh.snapshot;
-      const fh = h.flight[r]!;
-      let all: InFlightTotals = fh.all;
-      // Nothing in flight: every total is zero, `since` too (an emptied state is reset).
-      let newer = snapshot === null || all.activeRequests === 0 ? all : fh.since(snapshot.atMs);
-      if (extra !== undefined) {
-        all = addTotals(all, extra.totals(w.key));
-        newer = snapshot === null ? all : addTotals(newer, extra.totalsSince(w.key, snapshot.atMs));
+      const changed = always || h.valid[r] === 0;
+      if (changed) {
+        const rule = loads.staleRule(h.load[r]);
+        h.staleAlways[r] = rule.always ? 1 : 0;
+        h.staleSince[r] = rule.since;
       }
-      effectiveLoadInto(load, snapshot, all, newer, w.numGpuBlocks);
-      c.stale[j] = stale ? 1 : 0;
-      c.pending[j] = load.pendingPrefillTokens;
-      c.activeBlocks[j] = load.activeBlocks;
-      c.waiting[j] = load.waiting;
-      const x = load.confirmedKvLoad === undefined ? load.kvLoad : load.confirmedKvLoad;
-      c.exclusionLoad[j] = x === null ? Number.NaN : x;
+      const stale = h.staleAlways[r] === 1 || nowMs - h.staleSince[r]! >= staleAfter;
+      const s = stale ? 1 : 0;
+      if (changed || h.staleUsed[r] !== s) {
+        const load = this.#load;
+        this.#loadOf(q, h, r, stale, load);
+        h.staleUsed[r] = s;
+        h.pending[r] = load.pendingPrefillTokens;
+        h.activeBlocks[r] = load.activeBlocks;
+        h.waiting[r] = load.waiting;
+        const x = load.confirmedKvLoad === undefined ? load.kvLoad : load.confirmedKvLoad;
+        h.exclusionLoad[r] = x === null ? Number.NaN : x;
+        h.valid[r] = 1;
+      }
+      c.stale[j] = s;
+      c.pending[j] = h.pending[r]!;
+      c.activeBlocks[j] = h.activeBlocks[r]!;
+      c.waiting[j] = h.waiting[r]!;
+      c.exclusionLoad[j] = h.exclusionLoad[r]!;
       const held = disk[j]!;
-      const same =
-        held === 0 ? undefined : samePrefixPending(d.inFlight, w.key, q.keys, held, load, all);
-      c.samePrefix[j] = same === undefined ? Number.NaN : same;
+      // Nothing held or nothing queued: no same-prefix share (`samePrefixPending` says
+      // undefined for both without looking).
+      if (held === 0 || h.pending[r] === 0) c.samePrefix[j] = Number.NaN;
+      else {
+        // A holder (few per prompt): the queue of its prefix's own requests.
+        const load = this.#load;
+        const all = this.#loadOf(q, h, r, stale, load);
+        const same = samePrefixPending(d.inFlight, routable[r]!.key, q.keys, held, load, all);
+        c.samePrefix[j] = same === undefined ? Number.NaN : same;
+      }
     }
     const result = scheduleColumns(
       {
@@ -187,21 +231,41 @@ export class ColumnScorer {
     return { result, chosen: routable[at[result.chosenIndex]!]! };
   }
 
-  /** Column j (routable position r) as the full path's `CandidateInput`. */
-  #materialise(q: ColumnRequest, h: FleetHandles, r: number, j: number): CandidateInput {
+  /**
+   * Worker r's load at `stale` into `out` by the combining rule, as the full path computes
+   * it; returns the in-flight totals it used (`all`).
+   */
+  #loadOf(
+    q: ColumnRequest,
+    h: FleetHandles,
+    r: number,
+    stale: boolean,
+    out: MutableLoad,
+  ): InFlightTotals {
     const d = this.#d;
     const w = q.routable[r]!;
     const lh = h.load[r];
-    const stale = d.loads.isStaleHandle(lh, q.nowMs);
     const snapshot: LoadSnapshot | null = stale || lh === undefined ? null : lh.snapshot;
     const fh = h.flight[r]!;
     let all: InFlightTotals = fh.all;
-    let newer = snapshot === null ? all : fh.since(snapshot.atMs);
+    // Nothing in flight: every total is zero, `since` too (an emptied state is reset).
+    let newer = snapshot === null || all.activeRequests === 0 ? all : fh.since(snapshot.atMs);
     const extra = d.extraLoad;
     if (extra !== undefined) {
       all = addTotals(all, extra.totals(w.key));
       newer = snapshot === null ? all : addTotals(newer, extra.totalsSince(w.key, snapshot.atMs));
     }
+    effectiveLoadInto(out, snapshot, all, newer, w.numGpuBlocks);
+    return all;
+  }
+
+  /** Column j (routable position r) as the full path's `CandidateInput`. */
+  #materialise(q: ColumnRequest, h: FleetHandles, r: number, j: number): CandidateInput {
+    const d = this.#d;
+    const w = q.routable[r]!;
+    const stale = d.loads.isStaleHandle(h.load[r], q.nowMs);
+    const load = emptyLoad();
+    const all = this.#loadOf(q, h, r, stale, load);
     const c = this.#cols;
     const overlap: TierOverlap = {
       gpu: c.gpu[j]!,
@@ -209,10 +273,22 @@ export class ColumnScorer {
       disk: c.disk[j]!,
       store: q.store,
     };
-    const load = effectiveLoad(snapshot, all, newer, w.numGpuBlocks);
     const same = samePrefixPending(d.inFlight, w.key, q.keys, overlap.disk, load, all);
     if (same === undefined) return { worker: w.key, overlap, load, stale };
     return { worker: w.key, overlap, load, stale, samePrefixPendingTokens: same };
+  }
+
+  /** Marks the workers the trackers reported changed as to be recomputed. */
+  #applyChanges(): void {
+    const changed = this.#changed;
+    if (changed.size === 0) return;
+    for (const h of this.#live) {
+      for (const key of changed) {
+        const r = h.position.get(key);
+        if (r !== undefined) h.valid[r] = 0;
+      }
+    }
+    changed.clear();
   }
 
   #handlesOf(routable: readonly WorkerInfo[]): FleetHandles {
@@ -236,8 +312,30 @@ export class ColumnScorer {
       flight[r] = d.inFlight.handle(key);
       position.set(key, r);
     }
-    const fresh: FleetHandles = { loadsVersion, removals, load, flight, position };
+    const fresh: FleetHandles = {
+      routable,
+      loadsVersion,
+      removals,
+      load,
+      flight,
+      position,
+      valid: new Uint8Array(n),
+      staleAlways: new Uint8Array(n),
+      staleSince: new Float64Array(n),
+      staleUsed: new Uint8Array(n),
+      pending: new Float64Array(n),
+      activeBlocks: new Float64Array(n),
+      waiting: new Float64Array(n),
+      exclusionLoad: new Float64Array(n),
+    };
     this.#handles.set(routable, fresh);
+    if (cached !== undefined) this.#live = this.#live.filter((x) => x !== cached);
+    if (this.#live.length === LIVE_LISTS) {
+      // Dropped from the live lists: its numbers would miss changes, so it goes.
+      const old = this.#live.shift()!;
+      if (this.#handles.get(old.routable) === old) this.#handles.delete(old.routable);
+    }
+    this.#live.push(fresh);
     return fresh;
   }
 }

@@ -70,6 +70,8 @@ export class InFlightTracker {
   #clock = -Infinity;
   /** Bumped whenever a worker's state is dropped (`removeWorker`): handles go stale. */
   #removals = 0;
+  /** Sets that collect the keys of workers whose totals changed (`watch`). */
+  readonly #watchers: Set<WorkerKey>[] = [];
 
   constructor(config: InFlightConfig) {
     if (!(config.ttlMs > 0)) throw new RangeError("ttlMs must be > 0");
@@ -111,6 +113,7 @@ export class InFlightTracker {
     };
     this.#byId.set(requestId, e);
     this.#worker(worker).add(e);
+    this.#changed(worker);
     this.#prefillQueue.push(e);
     this.#ttlQueue.push(e);
     return { ok: true };
@@ -217,6 +220,7 @@ export class InFlightTracker {
     }
     this.#workers.delete(worker);
     this.#removals++;
+    this.#changed(worker);
     return w.count;
   }
 
@@ -235,6 +239,15 @@ export class InFlightTracker {
    */
   get removals(): number {
     return this.#removals;
+  }
+
+  /**
+   * From now on, add to `into` the key of every worker whose totals change (the owner
+   * empties it as it reads): a decision over thousands of workers recomputes only
+   * theirs (`router-columns.ts`).
+   */
+  watch(into: Set<WorkerKey>): void {
+    this.#watchers.push(into);
   }
 
   /**
@@ -257,6 +270,11 @@ export class InFlightTracker {
   #endPrefill(e: Entry): void {
     this.#workers.get(e.worker)!.endPrefill(e);
     e.prefixKeys = null;
+    this.#changed(e.worker);
+  }
+
+  #changed(worker: WorkerKey): void {
+    for (const w of this.#watchers) w.add(worker);
   }
 
   #remove(e: Entry): void {
@@ -266,5 +284,6 @@ export class InFlightTracker {
     e.prefixKeys = null;
     // Kept for its handle, emptied to exactly a new state (no dead entries held).
     w.resetIfEmpty();
+    this.#changed(e.worker);
   }
 }

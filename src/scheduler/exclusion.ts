@@ -8,7 +8,7 @@
  * result says so.
  */
 
-import { type MeanStd, meanStd } from "../load/fleet-stats.js";
+import { type MeanStd, meanStd, meanStdOf } from "../load/fleet-stats.js";
 import { OUTLIER_MIN_KV_LOAD } from "./defaults.js";
 import type { CandidateInput, ExclusionReason, SchedulerConfig } from "./types.js";
 
@@ -141,7 +141,7 @@ export function computeExclusionsOf(
     else penalised[i] = 1;
   }
   for (let i = 0; i < n; i++) fresh[i] = stale[i] ? Number.NaN : load[i]!;
-  const stats = meanStd(fresh.subarray(0, n));
+  const stats = meanStdOf(fresh, n);
   const threshold = outlierThreshold(stats, config);
   let survivors = 0;
   let anyKv = false;
