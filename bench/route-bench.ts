@@ -178,8 +178,22 @@ for (const workers of SIZES) {
     const before: Cell = { calls: 0, ms: 0, cpuMs: 0, scoreMs: 0, matchMs: 0 };
     const after: Cell = { calls: 0, ms: 0, cpuMs: 0, scoreMs: 0, matchMs: 0 };
     // Warm-up of both paths, then rounds alternating which goes first.
-    runFor(f.before, f.inFlight, f.prompt, f.now, { calls: 0, ms: 0, cpuMs: 0, scoreMs: 0, matchMs: 0 }, "wb");
-    runFor(f.after, f.inFlight, f.prompt, f.now, { calls: 0, ms: 0, cpuMs: 0, scoreMs: 0, matchMs: 0 }, "wa");
+    runFor(
+      f.before,
+      f.inFlight,
+      f.prompt,
+      f.now,
+      { calls: 0, ms: 0, cpuMs: 0, scoreMs: 0, matchMs: 0 },
+      "wb",
+    );
+    runFor(
+      f.after,
+      f.inFlight,
+      f.prompt,
+      f.now,
+      { calls: 0, ms: 0, cpuMs: 0, scoreMs: 0, matchMs: 0 },
+      "wa",
+    );
     for (let r = 0; r < ROUNDS; r++) {
       if (r % 2 === 0) {
         runFor(f.before, f.inFlight, f.prompt, f.now, before, `b${r}-`);

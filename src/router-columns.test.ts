@@ -42,6 +42,7 @@ interface World {
   readonly index: RadixTreeIndex;
   readonly keys: WorkerKey[];
   readonly book: RemoteLoadBook | null;
+  readonly hold: (key: WorkerKey, family: number, blocks: number, medium: string) => void;
 }
 
 interface Shape {
@@ -186,7 +187,7 @@ function world(s: Shape, fullScoring: boolean): World {
     ...(predicted === undefined ? {} : { predicted }),
     ...(book === null ? {} : { extraLoad: book }),
   });
-  return { router, inFlight, loads, index, keys, book };
+  return { router, inFlight, loads, index, keys, book, hold };
 }
 
 /** The random operations both worlds are fed, from one generator. */
@@ -250,6 +251,14 @@ function* operations(s: Shape, steps: number) {
       yield { kind: "fail" as const, worker: Math.floor(g() * s.workers), now };
     } else if (x < 0.915) {
       yield { kind: "remove" as const, worker: Math.floor(g() * s.workers), now };
+    } else if (x < 0.925) {
+      // The index forgets a worker (its slot is reused once reclaimed) or learns a prefix.
+      const worker = Math.floor(g() * s.workers);
+      if (g() < 0.5) yield { kind: "clear" as const, worker, now };
+      else {
+        const family = Math.floor(g() * FAMILIES);
+        yield { kind: "store" as const, worker, family, blocks: 1 + Math.floor(g() * 8), now };
+      }
     } else {
       // Mostly small steps; now and then past the load staleness or the in-flight TTLs.
       now += Math.floor(g() * (g() < 0.1 ? 4_000 : 60));
@@ -297,6 +306,13 @@ function apply(
       return null;
     case "fail":
       w.loads.recordFailure(w.keys[op.worker]!, "timeout", op.now);
+      return null;
+    case "clear":
+      w.index.removeWorker(w.keys[op.worker]!);
+      w.index.reclaim(1e9);
+      return null;
+    case "store":
+      w.hold(w.keys[op.worker]!, op.family, op.blocks, "GPU");
       return null;
     case "remove":
       // The in-flight side of a removal alone (its handles must be dropped).

@@ -14,6 +14,7 @@
  * identical to full scoring (`router-columns.test.ts`).
  */
 
+import type { MatchBuffer } from "./index/match-buffer.js";
 import type { BlockKeySeq, WorkerMatch } from "./index/types.js";
 import {
   effectiveLoadInto,
@@ -47,6 +48,9 @@ interface FleetHandles {
   readonly load: (LoadHandle | undefined)[];
   readonly flight: InFlightHandle[];
   readonly position: Map<WorkerKey, number>;
+  /** Index slot → the key it named when last seen and its position (−1: not routable). */
+  readonly slotKeys: (WorkerKey | undefined)[];
+  readonly slotPositions: number[];
   /** 1 = the numbers below are current for the worker's tracker state. */
   readonly valid: Uint8Array;
   /** Stale whatever the time (unreachable, or failed before any success). */
@@ -68,7 +72,13 @@ export interface ColumnRequest {
   readonly routable: readonly WorkerInfo[];
   readonly exclude: ReadonlySet<WorkerKey> | undefined;
   readonly keys: BlockKeySeq;
-  readonly matches: readonly WorkerMatch[];
+  /** The lookup as objects, or (exactly one of the two) in the index's typed arrays. */
+  readonly matches: readonly WorkerMatch[] | null;
+  readonly buffer: {
+    readonly answer: MatchBuffer;
+    /** Worker key of a slot in `answer` (`RadixTreeIndex.slotKey`). */
+    readonly slotKey: (slot: number) => WorkerKey;
+  } | null;
   readonly store: number;
   readonly predicted: ReadonlyMap<WorkerKey, number> | undefined;
   /** Filled like the full path fills it (predicted holders' reported/predicted blocks). */
@@ -147,13 +157,39 @@ export class ColumnScorer {
     gpu.fill(0, 0, n);
     host.fill(0, 0, n);
     disk.fill(0, 0, n);
-    for (const m of q.matches) {
-      const r = h.position.get(m.worker);
-      if (r === undefined || col[r]! < 0) continue;
-      const j = col[r]!;
-      gpu[j] = m.gpu;
-      host[j] = m.host;
-      disk[j] = m.disk;
+    if (q.matches !== null) {
+      for (const m of q.matches) {
+        const r = h.position.get(m.worker);
+        if (r === undefined || col[r]! < 0) continue;
+        const j = col[r]!;
+        gpu[j] = m.gpu;
+        host[j] = m.host;
+        disk[j] = m.disk;
+      }
+    }
+    if (q.buffer !== null) {
+      // Read as `findMatches` reads it (match-buffer.ts): every first-block holder matches
+      // one block, in the tiers its word's bits say; the deep entries say more.
+      const b = q.buffer.answer;
+      const slotKey = q.buffer.slotKey;
+      const first = b.first;
+      for (let k = 0; k < b.count; k++) {
+        const x = first[k]!;
+        const r = positionOfSlot(h, x >>> 4, slotKey);
+        if (r < 0 || col[r]! < 0) continue;
+        const j = col[r]!;
+        disk[j] = 1;
+        host[j] = (x & 3) !== 0 ? 1 : 0;
+        gpu[j] = x & 1;
+      }
+      for (let k = 0; k < b.deepCount; k++) {
+        const r = positionOfSlot(h, b.deepSlot[k]!, slotKey);
+        if (r < 0 || col[r]! < 0) continue;
+        const j = col[r]!;
+        disk[j] = b.deepDisk[k]!;
+        host[j] = b.deepHost[k]!;
+        gpu[j] = b.deepGpu[k]!;
+      }
     }
     // Predicted blocks count as GPU-held (as Router's full path: max with the index).
     if (q.predicted !== undefined) {
@@ -319,6 +355,8 @@ export class ColumnScorer {
       load,
       flight,
       position,
+      slotKeys: [],
+      slotPositions: [],
       valid: new Uint8Array(n),
       staleAlways: new Uint8Array(n),
       staleSince: new Float64Array(n),
@@ -338,4 +376,22 @@ export class ColumnScorer {
     this.#live.push(fresh);
     return fresh;
   }
+}
+
+/**
+ * Position in the routable list of the worker in index slot `slot` (−1: not routable).
+ * Remembered per slot with the key it named: a slot reused for another worker (the index
+ * reuses a cleared worker's slot) is looked up again.
+ */
+function positionOfSlot(
+  h: FleetHandles,
+  slot: number,
+  slotKey: (slot: number) => WorkerKey,
+): number {
+  const key = slotKey(slot);
+  if (h.slotKeys[slot] === key) return h.slotPositions[slot]!;
+  const r = h.position.get(key) ?? -1;
+  h.slotKeys[slot] = key;
+  h.slotPositions[slot] = r;
+  return r;
 }

@@ -15,7 +15,8 @@
  */
 
 import { chainName, computeBlockKeys } from "./index/block-key.js";
-import type { BlockKeySeq, WorkerMatch } from "./index/types.js";
+import { MatchBuffer } from "./index/match-buffer.js";
+import type { BlockKeySeq, PrefixIndex, WorkerMatch } from "./index/types.js";
 import { effectiveLoad, samePrefixPending } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
 import type { WorkerInfo } from "./load/types.js";
@@ -64,6 +65,9 @@ export class Router {
   #droppedInFlight = 0;
   #storeCache: { version: number; keys: ReadonlySet<WorkerKey> } = { version: -1, keys: new Set() };
   readonly #columns: ColumnScorer;
+  /** The index's typed-array lookup, when it has one (`RadixTreeIndex`). */
+  readonly #slots: SlotMatcher | null;
+  readonly #matchBuffer = new MatchBuffer();
   #columnFallbacks = 0;
   #columnDecisions = 0;
 
@@ -72,6 +76,7 @@ export class Router {
     this.#config = deps.config;
     this.#clock = deps.clock ?? noClock;
     this.#columns = new ColumnScorer(deps);
+    this.#slots = slotMatcher(deps.index);
   }
 
   /**
@@ -159,27 +164,33 @@ export class Router {
     }
     const blockSize = d.index.blockSize;
     const keys = computeBlockKeys(req.tokenIds, blockSize, chainOf(req));
+    const breakdownLimit = d.candidateBreakdownLimit ?? DEFAULT_BREAKDOWN_LIMIT;
+    // A field larger than the answer explains: scored in columns (router-columns.ts), the
+    // same decision without an object per worker. Otherwise, or if its totals disagree
+    // with the cost function (counted), every candidate is built and scored (reference).
+    const columns = d.fullScoring !== true && count > breakdownLimit;
+    // The column path reads the lookup in the index's own typed arrays when it can (no
+    // object per holder); shared stores need the holders by key (`#storeOverlap`).
+    const slots = columns && this.#storeKeys().size === 0 ? this.#slots : null;
     const t1 = clock();
-    const matches = d.index.findMatches(keys);
+    let matches = slots === null ? d.index.findMatches(keys) : null;
+    const buffer = slots === null ? null : slots.matchInto(keys, this.#matchBuffer);
     const t2 = clock();
 
-    const store = this.#storeOverlap(matches.workers);
+    const store = matches === null ? 0 : this.#storeOverlap(matches.workers);
     const promptTokens = req.tokenIds.length;
     const promptBlocks = keys.length >>> 1;
     const predicted = d.predicted?.match(keys, nowMs);
     /** Candidates whose overlap includes a prediction: what was reported, what predicted. */
     const sources = new Map<WorkerKey, OverlapSource>();
-    const breakdownLimit = d.candidateBreakdownLimit ?? DEFAULT_BREAKDOWN_LIMIT;
     let decided: { result: ScheduleResult; chosen: WorkerInfo | undefined } | null = null;
-    // A field larger than the answer explains: scored in columns (router-columns.ts), the
-    // same decision without an object per worker. Otherwise, or if its totals disagree
-    // with the cost function (counted), every candidate is built and scored (reference).
-    if (d.fullScoring !== true && count > breakdownLimit) {
+    if (columns) {
       decided = this.#columns.decide({
         routable,
         exclude,
         keys,
-        matches: matches.workers,
+        matches: matches?.workers ?? null,
+        buffer: slots === null ? null : { answer: buffer!, slotKey: (s) => slots.slotKey(s) },
         store,
         predicted,
         sources,
@@ -194,6 +205,7 @@ export class Router {
       else this.#columnDecisions++;
     }
     if (decided === null) {
+      matches ??= d.index.findMatches(keys);
       const workers = excluding ? routable.filter((w) => !exclude.has(w.key)) : routable;
       const byWorker = indexMatches(matches.workers);
       // Most workers hold none of the prompt: they share one overlap object.
@@ -364,16 +376,22 @@ export class Router {
   }
 
   #storeOverlap(matches: readonly WorkerMatch[]): number {
+    const keys = this.#storeKeys();
+    if (keys.size === 0) return 0;
+    let best = 0;
+    for (const m of matches) if (keys.has(m.worker) && m.disk > best) best = m.disk;
+    return best;
+  }
+
+  /** Index keys of shared stores (registry stores and `storeHolders`). */
+  #storeKeys(): ReadonlySet<WorkerKey> {
     const cache = this.#storeCache;
     const registry = this.#d.registry;
     if (cache.version !== registry.version) {
       cache.version = registry.version;
       cache.keys = new Set([...registry.storeKeys(), ...(this.#d.storeHolders ?? [])]);
     }
-    if (cache.keys.size === 0) return 0;
-    let best = 0;
-    for (const m of matches) if (cache.keys.has(m.worker) && m.disk > best) best = m.disk;
-    return best;
+    return cache.keys;
   }
 
   #generateId(): string {
@@ -383,6 +401,19 @@ export class Router {
       if (!this.#d.inFlight.has(id)) return id;
     }
   }
+}
+
+/** An index that answers lookups in reused typed arrays (`RadixTreeIndex.matchInto`). */
+interface SlotMatcher {
+  matchInto(keys: BlockKeySeq, out: MatchBuffer): MatchBuffer;
+  slotKey(slot: number): WorkerKey;
+}
+
+function slotMatcher(index: PrefixIndex): SlotMatcher | null {
+  const i = index as PrefixIndex & Partial<SlotMatcher>;
+  return typeof i.matchInto === "function" && typeof i.slotKey === "function"
+    ? (i as PrefixIndex & SlotMatcher)
+    : null;
 }
 
 function indexMatches(ms: readonly WorkerMatch[]): Map<WorkerKey, WorkerMatch> {
