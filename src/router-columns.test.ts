@@ -10,6 +10,9 @@
  * every tier and a shared store, predicted holders, queued prefill of the same and other
  * prefixes (the backlog weights), other replicas' load, models, excluded workers,
  * per-request weights, temperatures above 0, ties, and capacity unknown.
+ *
+ * Long file: one random world (its shape, builder, operations and how each is applied)
+ * that is only meaningful whole.
  */
 
 import { describe, expect, it } from "vitest";

@@ -12,6 +12,10 @@
  * applies the combining rule into one reused load (`effectiveLoadInto`) and writes six
  * numbers. The per-worker work is the same rules, so the same numbers: the decisions are
  * identical to full scoring (`router-columns.test.ts`).
+ *
+ * Long file: the per-worker cache, the two shapes of the lookup's answer and the building
+ * of explained candidates each mirror a piece of the full path (`Router.#candidate`);
+ * they are read and changed together with it.
  */
 
 import type { MatchBuffer } from "./index/match-buffer.js";
