@@ -41,7 +41,7 @@ export const SPREAD_MIN_SAVING = 0;
  */
 export const OTHER_PREFIX_MIN_SAVING = 8;
 
-/** Effective weight of queued prefill for this decision. */
+/** Effective weight of queued prefill for this decision (twin: `backlogPendingWeightOf`). */
 export function backlogPendingWeight(
   candidates: readonly CandidateInput[],
   eligible: readonly boolean[],

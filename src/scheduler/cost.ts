@@ -77,7 +77,11 @@ function clamp(v: number, lo: number, hi: number): number {
   return Math.max(lo, Math.min(v, hi));
 }
 
-/** All cost terms of one candidate. `penalty` is the stale penalty to add (0 if none). */
+/**
+ * All cost terms of one candidate. `penalty` is the stale penalty to add (0 if none).
+ * Twin: `totalCostOf` (the column path of large fleets) computes `totalCost` from numbers;
+ * change both (a change here alone is caught at run time and by router-columns.test.ts).
+ */
 export function candidateCost(
   c: CandidateInput,
   promptTokens: number,
