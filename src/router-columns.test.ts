@@ -358,16 +358,6 @@ describe("column scoring decides exactly as full scoring", () => {
       columnRoutes += stats.decisions;
       expect(full.router.columnStats.decisions).toBe(0);
     }
-    console.log(
-      JSON.stringify({
-        routes,
-        columnRoutes,
-        allStale,
-        kvSkipped,
-        excluded,
-        reasons: [...reasons],
-      }),
-    );
     // The worlds did exercise the rules (not only trivial decisions).
     expect(routes).toBeGreaterThan(5_000);
     expect(columnRoutes).toBeGreaterThan(routes / 2);
