@@ -42,6 +42,12 @@ export interface RouterDeps {
    */
   readonly candidateBreakdownLimit?: number;
   /**
+   * Score every candidate as an object (`scheduler/schedule.ts`), the reference path,
+   * even when the field is larger than `candidateBreakdownLimit`. Default false: such a
+   * field is scored in columns (`router-columns.ts`), the same decisions, cheaper.
+   */
+  readonly fullScoring?: boolean;
+  /**
    * Predict-on-route and degraded mode (docs/prediction.md): routed prompts' blocks count
    * as held by the chosen worker until confirmed or expired. Absent = off.
    */

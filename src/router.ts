@@ -3,14 +3,25 @@
  * worker and records the request as in flight there; sending the request is the
  * caller's job. Used unchanged by the HTTP service and the trace replay tool, so it does
  * no I/O, takes time as an argument and randomness/clock as dependencies.
+ *
+ * Two ways to score, one decision: a field larger than the answer explains is scored in
+ * columns of numbers (`router-columns.ts`); a smaller one, `fullScoring`, or a column
+ * path whose totals disagree with the cost function (counted in `columnStats`) builds
+ * every candidate as an object (`#candidate`) for `schedule`, the reference.
+ *
+ * Long file: one route's whole sequence (its error answers, both scoring entries, the
+ * in-flight record and the answer) reads best in one place; the column path, the part
+ * that grows, lives in `router-columns.ts`.
  */
 
 import { chainName, computeBlockKeys } from "./index/block-key.js";
-import type { BlockKeySeq, WorkerMatch } from "./index/types.js";
+import { MatchBuffer } from "./index/match-buffer.js";
+import type { BlockKeySeq, PrefixIndex, WorkerMatch } from "./index/types.js";
 import { effectiveLoad, samePrefixPending } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
 import type { WorkerInfo } from "./load/types.js";
 import type { WorkerKey } from "./protocol/worker.js";
+import { ColumnScorer } from "./router-columns.js";
 import type {
   MatchReport,
   OverlapSource,
@@ -21,7 +32,12 @@ import type {
 } from "./router-types.js";
 import { SchedulerConfigError, withOverrides } from "./scheduler/config.js";
 import { schedule } from "./scheduler/schedule.js";
-import type { CandidateInput, SchedulerConfig, TierOverlap } from "./scheduler/types.js";
+import type {
+  CandidateInput,
+  ScheduleResult,
+  SchedulerConfig,
+  TierOverlap,
+} from "./scheduler/types.js";
 import { randomRequestId } from "./util/request-id.js";
 
 export type {
@@ -48,11 +64,37 @@ export class Router {
   readonly #clock: () => number;
   #droppedInFlight = 0;
   #storeCache: { version: number; keys: ReadonlySet<WorkerKey> } = { version: -1, keys: new Set() };
+  readonly #columns: ColumnScorer;
+  /** The index's typed-array lookup, when it has one (`RadixTreeIndex`). */
+  readonly #slots: SlotMatcher | null;
+  readonly #matchBuffer = new MatchBuffer();
+  #columnFallbacks = 0;
+  #columnDecisions = 0;
 
   constructor(deps: RouterDeps) {
     this.#d = deps;
     this.#config = deps.config;
     this.#clock = deps.clock ?? noClock;
+    this.#columns = new ColumnScorer(deps);
+    this.#slots = slotMatcher(deps.index);
+  }
+
+  /**
+   * The column path (router-columns.ts): decisions it made; those it handed to full
+   * scoring because its totals disagreed with the cost function (a rule changed in one
+   * of the twins only: a bug); and those it made although the chosen candidate's total
+   * disagreed. The last two stay 0.
+   */
+  get columnStats(): {
+    readonly decisions: number;
+    readonly fallbacks: number;
+    readonly late: number;
+  } {
+    return {
+      decisions: this.#columnDecisions,
+      fallbacks: this.#columnFallbacks,
+      late: this.#columns.lateMismatches,
+    };
   }
 
   get config(): SchedulerConfig {
@@ -95,11 +137,10 @@ export class Router {
     }
     const routable = d.registry.routable(req.model ?? null);
     const exclude = req.exclude;
-    const workers =
-      exclude === undefined || exclude.size === 0
-        ? routable
-        : routable.filter((w) => !exclude.has(w.key));
-    if (workers.length === 0 && routable.length > 0) {
+    const excluding = exclude !== undefined && exclude.size > 0;
+    let count = routable.length;
+    if (excluding) for (const w of routable) if (exclude.has(w.key)) count--;
+    if (count === 0 && routable.length > 0) {
       return fail(
         "all_excluded",
         `all ${routable.length} routable worker(s) are excluded (open circuit or just failed)`,
@@ -109,7 +150,7 @@ export class Router {
         t0,
       );
     }
-    if (workers.length === 0) {
+    if (count === 0) {
       return req.model !== undefined && d.registry.routable(null).length > 0
         ? fail(
             "no_workers_for_model",
@@ -123,41 +164,76 @@ export class Router {
     }
     const blockSize = d.index.blockSize;
     const keys = computeBlockKeys(req.tokenIds, blockSize, chainOf(req));
+    const breakdownLimit = d.candidateBreakdownLimit ?? DEFAULT_BREAKDOWN_LIMIT;
+    // A field larger than the answer explains: scored in columns (router-columns.ts), the
+    // same decision without an object per worker. Otherwise, or if its totals disagree
+    // with the cost function (counted), every candidate is built and scored (reference).
+    const columns = d.fullScoring !== true && count > breakdownLimit;
+    // The column path reads the lookup in the index's own typed arrays when it can (no
+    // object per holder); shared stores need the holders by key (`#storeOverlap`).
+    const slots = columns && this.#storeKeys().size === 0 ? this.#slots : null;
     const t1 = clock();
-    const matches = d.index.findMatches(keys);
+    let matches = slots === null ? d.index.findMatches(keys) : null;
+    const buffer = slots === null ? null : slots.matchInto(keys, this.#matchBuffer);
     const t2 = clock();
 
-    const byWorker = indexMatches(matches.workers);
-    const store = this.#storeOverlap(matches.workers);
+    const store = matches === null ? 0 : this.#storeOverlap(matches.workers);
     const promptTokens = req.tokenIds.length;
     const promptBlocks = keys.length >>> 1;
-    // Most workers hold none of the prompt: they share one overlap object.
-    const none = { gpu: 0, host: 0, disk: 0, store };
     const predicted = d.predicted?.match(keys, nowMs);
     /** Candidates whose overlap includes a prediction: what was reported, what predicted. */
     const sources = new Map<WorkerKey, OverlapSource>();
-    const candidates: CandidateInput[] = new Array(workers.length);
-    for (let i = 0; i < workers.length; i++) {
-      candidates[i] = this.#candidate(
-        workers[i]!,
-        byWorker,
-        store,
-        none,
-        nowMs,
-        predicted,
+    let decided: { result: ScheduleResult; chosen: WorkerInfo | undefined } | null = null;
+    if (columns) {
+      decided = this.#columns.decide({
+        routable,
+        exclude,
         keys,
+        matches: matches?.workers ?? null,
+        buffer: slots === null ? null : { answer: buffer!, slotKey: (s) => slots.slotKey(s) },
+        store,
+        predicted,
         sources,
-      );
+        nowMs,
+        promptTokens,
+        promptBlocks,
+        blockSize,
+        breakdownLimit,
+        config,
+      });
+      if (decided === null) this.#columnFallbacks++;
+      else this.#columnDecisions++;
     }
-    const breakdownLimit = d.candidateBreakdownLimit ?? DEFAULT_BREAKDOWN_LIMIT;
-    const result = schedule(
-      { promptTokens, promptBlocks, blockSize, candidates, breakdownLimit },
-      config,
-      d.rng,
-    );
+    if (decided === null) {
+      matches ??= d.index.findMatches(keys);
+      const workers = excluding ? routable.filter((w) => !exclude.has(w.key)) : routable;
+      const byWorker = indexMatches(matches.workers);
+      // Most workers hold none of the prompt: they share one overlap object.
+      const none = { gpu: 0, host: 0, disk: 0, store };
+      const candidates: CandidateInput[] = new Array(workers.length);
+      for (let i = 0; i < workers.length; i++) {
+        candidates[i] = this.#candidate(
+          workers[i]!,
+          byWorker,
+          store,
+          none,
+          nowMs,
+          predicted,
+          keys,
+          sources,
+        );
+      }
+      const result = schedule(
+        { promptTokens, promptBlocks, blockSize, candidates, breakdownLimit },
+        config,
+        d.rng,
+      );
+      decided = { result, chosen: result.ok ? workers[result.chosenIndex] : undefined };
+    }
+    const result = decided.result;
     if (!result.ok) return fail("no_workers", result.error.message, t0, t1, t2, clock());
 
-    const chosen = workers[result.chosenIndex]!;
+    const chosen = decided.chosen!;
     const b = result.chosenCandidate;
     const requestId = req.requestId ?? this.#generateId();
     const prefillTokens = Math.round(b.newPrefillBlocks * blockSize);
@@ -300,16 +376,22 @@ export class Router {
   }
 
   #storeOverlap(matches: readonly WorkerMatch[]): number {
+    const keys = this.#storeKeys();
+    if (keys.size === 0) return 0;
+    let best = 0;
+    for (const m of matches) if (keys.has(m.worker) && m.disk > best) best = m.disk;
+    return best;
+  }
+
+  /** Index keys of shared stores (registry stores and `storeHolders`). */
+  #storeKeys(): ReadonlySet<WorkerKey> {
     const cache = this.#storeCache;
     const registry = this.#d.registry;
     if (cache.version !== registry.version) {
       cache.version = registry.version;
       cache.keys = new Set([...registry.storeKeys(), ...(this.#d.storeHolders ?? [])]);
     }
-    if (cache.keys.size === 0) return 0;
-    let best = 0;
-    for (const m of matches) if (cache.keys.has(m.worker) && m.disk > best) best = m.disk;
-    return best;
+    return cache.keys;
   }
 
   #generateId(): string {
@@ -319,6 +401,19 @@ export class Router {
       if (!this.#d.inFlight.has(id)) return id;
     }
   }
+}
+
+/** An index that answers lookups in reused typed arrays (`RadixTreeIndex.matchInto`). */
+interface SlotMatcher {
+  matchInto(keys: BlockKeySeq, out: MatchBuffer): MatchBuffer;
+  slotKey(slot: number): WorkerKey;
+}
+
+function slotMatcher(index: PrefixIndex): SlotMatcher | null {
+  const i = index as PrefixIndex & Partial<SlotMatcher>;
+  return typeof i.matchInto === "function" && typeof i.slotKey === "function"
+    ? (i as PrefixIndex & SlotMatcher)
+    : null;
 }
 
 function indexMatches(ms: readonly WorkerMatch[]): Map<WorkerKey, WorkerMatch> {

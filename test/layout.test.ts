@@ -19,7 +19,11 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   load: ["protocol", "util"],
   scheduler: ["protocol", "index", "load", "util"],
   predict: ["protocol", "index", "util"],
-  "router.ts": ["protocol", "index", "load", "scheduler", "predict", "util", "router-types.ts"],
+  "router.ts": [
+    ...["protocol", "index", "load", "scheduler", "predict", "util", "router-types.ts"],
+    "router-columns.ts",
+  ],
+  "router-columns.ts": ["protocol", "index", "load", "scheduler", "router-types.ts"],
   "router-types.ts": ["protocol", "index", "load", "scheduler", "predict"],
   transport: ["util", "zeromq"],
   engine: ["protocol", "transport", "util", "zeromq"],

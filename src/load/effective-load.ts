@@ -34,18 +34,48 @@ export function effectiveLoad(
   newer: InFlightTotals,
   configuredCapacity: number | null,
 ): EffectiveLoad {
+  return effectiveLoadInto(emptyLoad(), snapshot, all, newer, configuredCapacity);
+}
+
+/** A load to fill with `effectiveLoadInto` (reused across workers by one decision). */
+export type MutableLoad = { -readonly [K in keyof EffectiveLoad]-?: EffectiveLoad[K] };
+
+/** A zero load to fill (`effectiveLoadInto`). */
+export function emptyLoad(): MutableLoad {
+  return {
+    pendingPrefillTokens: 0,
+    activeBlocks: 0,
+    waiting: 0,
+    running: 0,
+    kvLoad: null,
+    confirmedKvLoad: null,
+    capacityBlocks: null,
+    basis: "predicted",
+  };
+}
+
+/**
+ * `effectiveLoad` written into `out` (every field set) instead of a new object: the one
+ * rule, for a decision that reads thousands of workers' loads and keeps only numbers.
+ */
+export function effectiveLoadInto(
+  out: MutableLoad,
+  snapshot: LoadSnapshot | null,
+  all: InFlightTotals,
+  newer: InFlightTotals,
+  configuredCapacity: number | null,
+): MutableLoad {
   const capacity = positiveOrNull(snapshot?.numGpuBlocks) ?? configuredCapacity;
   if (snapshot === null) {
-    return {
-      pendingPrefillTokens: all.pendingPrefillTokens,
-      activeBlocks: all.activeBlocks,
-      waiting: all.pendingRequests,
-      running: all.activeRequests - all.pendingRequests,
-      kvLoad: capacity === null ? null : all.activeBlocks / capacity,
-      confirmedKvLoad: null,
-      capacityBlocks: capacity,
-      basis: "predicted",
-    };
+    out.pendingPrefillTokens = all.pendingPrefillTokens;
+    out.activeBlocks = all.activeBlocks;
+    out.waiting = all.pendingRequests;
+    out.running = all.activeRequests - all.pendingRequests;
+    out.kvLoad = capacity === null ? null : all.activeBlocks / capacity;
+    out.confirmedKvLoad = null;
+    out.capacityBlocks = capacity;
+    out.basis = "predicted";
+    return out;
   }
   // Requests routed up to the snapshot: the engine had them by then, if they exist. The
   // share it confirms is also how far this worker's newer predictions are trusted: when
@@ -65,16 +95,15 @@ export function effectiveLoad(
     capacity === null
       ? (all.activeBlocks - newer.activeBlocks) * trust + newerBlocks
       : snapshot.kvUsage * capacity + newerBlocks;
-  return {
-    pendingPrefillTokens: oldPendingTokens * pendingShare + newer.pendingPrefillTokens * trust,
-    activeBlocks,
-    waiting: snapshot.waiting + newer.pendingRequests * trust,
-    running: snapshot.running + (newer.activeRequests - newer.pendingRequests) * trust,
-    kvLoad: capacity === null ? snapshot.kvUsage : activeBlocks / capacity,
-    confirmedKvLoad: snapshot.kvUsage,
-    capacityBlocks: capacity,
-    basis: "scraped+predicted",
-  };
+  out.pendingPrefillTokens = oldPendingTokens * pendingShare + newer.pendingPrefillTokens * trust;
+  out.activeBlocks = activeBlocks;
+  out.waiting = snapshot.waiting + newer.pendingRequests * trust;
+  out.running = snapshot.running + (newer.activeRequests - newer.pendingRequests) * trust;
+  out.kvLoad = capacity === null ? snapshot.kvUsage : activeBlocks / capacity;
+  out.confirmedKvLoad = snapshot.kvUsage;
+  out.capacityBlocks = capacity;
+  out.basis = "scraped+predicted";
+  return out;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { workerKey } from "../protocol/worker.js";
-import { fleetLoadStats, meanStd } from "./fleet-stats.js";
+import { fleetLoadStats, meanStd, meanStdOf } from "./fleet-stats.js";
 import { LoadTracker } from "./load-tracker.js";
 
 describe("meanStd", () => {
@@ -24,6 +24,21 @@ describe("meanStd", () => {
 });
 
 describe("fleetLoadStats", () => {
+  it("meanStdOf over a typed array gives meanStd's numbers exactly", () => {
+    let seed = 7;
+    const next = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    for (let t = 0; t < 200; t++) {
+      const n = Math.floor(next() * 40);
+      const a = new Float64Array(n + 3).fill(5);
+      for (let i = 0; i < n; i++) a[i] = next() < 0.2 ? Number.NaN : next();
+      const list = [...a.subarray(0, n)].map((v) => (Number.isNaN(v) ? null : v));
+      expect(meanStdOf(a, n)).toEqual(meanStd(list));
+    }
+  });
+
   it("aggregates fresh workers only", () => {
     const t = new LoadTracker({ staleAfterMs: 1000 });
     const [a, b, c, d] = ["a", "b", "c", "d"].map((id) => workerKey(id));

@@ -37,6 +37,32 @@ export function meanStd(values: Iterable<number | null>): MeanStd {
   return { n, mean, std: Math.sqrt(variance) };
 }
 
+/**
+ * `meanStd` of `values[0, n)` (NaN entries skipped), by index: the same arithmetic in the
+ * same order, so the same numbers, without an iterator (a decision over thousands of
+ * workers, `scheduler/exclusion.ts`).
+ */
+export function meanStdOf(values: ArrayLike<number>, n: number): MeanStd {
+  let count = 0;
+  let sum = 0;
+  let sumSq = 0;
+  let shift = Number.NaN;
+  for (let i = 0; i < n; i++) {
+    const v = values[i]!;
+    if (Number.isNaN(v)) continue;
+    if (count === 0) shift = v;
+    const d = v - shift;
+    count++;
+    sum += d;
+    sumSq += d * d;
+  }
+  if (count === 0) return { n: count, mean: null, std: null };
+  const mean = shift + sum / count;
+  if (count === 1) return { n: count, mean, std: 0 };
+  const variance = Math.max(0, (sumSq - (sum * sum) / count) / (count - 1));
+  return { n: count, mean, std: Math.sqrt(variance) };
+}
+
 export interface FleetLoadStats extends MeanStd {
   readonly workers: number;
   readonly stale: number;

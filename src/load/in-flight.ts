@@ -8,7 +8,9 @@
  * are running sums per worker (`TimedTotals`, `since-cursor.ts`): all entries, minus
  * those routed before t. When t (the snapshot time) moves, only the entries it crosses
  * are visited. Times are made non-decreasing (`addedMs` never goes below an earlier
- * entry's), so each worker's queue is in time order as it is appended.
+ * entry's), so each worker's queue is in time order as it is appended. A worker's state
+ * stays (emptied) when its last request ends, so `handle` can give out a live reference
+ * that only `removeWorker` invalidates (`removals`).
  */
 
 import type { WorkerKey } from "../protocol/worker.js";
@@ -50,6 +52,12 @@ const entryKeys = (e: Entry): Uint32Array | null => e.prefixKeys;
 /** A worker's entries in routing order and their totals. */
 type WorkerState = TimedTotals<Entry>;
 
+/** What `InFlightTracker.handle` gives out: one worker's live totals, read only. */
+export interface InFlightHandle {
+  readonly all: InFlightTotals;
+  since(sinceMs: number): InFlightTotals;
+}
+
 export class InFlightTracker {
   readonly #byId = new Map<string, Entry>();
   readonly #workers = new Map<WorkerKey, WorkerState>();
@@ -62,6 +70,10 @@ export class InFlightTracker {
   #expiredRequests = 0;
   /** Latest `addedMs` given out: times never go backwards. */
   #clock = -Infinity;
+  /** Bumped whenever a worker's state is dropped (`removeWorker`): handles go stale. */
+  #removals = 0;
+  /** Sets that collect the keys of workers whose totals changed (`watch`). */
+  readonly #watchers: Set<WorkerKey>[] = [];
 
   constructor(config: InFlightConfig) {
     if (!(config.ttlMs > 0)) throw new RangeError("ttlMs must be > 0");
@@ -103,6 +115,7 @@ export class InFlightTracker {
     };
     this.#byId.set(requestId, e);
     this.#worker(worker).add(e);
+    this.#changed(worker);
     this.#prefillQueue.push(e);
     this.#ttlQueue.push(e);
     return { ok: true };
@@ -198,12 +211,43 @@ export class InFlightTracker {
       this.#byId.delete(e.id);
     }
     this.#workers.delete(worker);
+    this.#removals++;
+    this.#changed(worker);
     return w.count;
   }
 
   /** Workers with at least one request in flight. */
   workers(): WorkerKey[] {
-    return [...this.#workers.keys()];
+    const out: WorkerKey[] = [];
+    for (const [key, w] of this.#workers) if (w.count > 0) out.push(key);
+    return out;
+  }
+
+  /**
+   * Changes whenever a worker's state is dropped (`removeWorker`): a `handle` taken before
+   * a change may be stale, one taken since is live. Nothing else drops a state (a worker
+   * whose requests all finished keeps its empty one), so a decision over thousands of
+   * workers can read each one's totals without a lookup by key (`router-columns.ts`).
+   */
+  get removals(): number {
+    return this.#removals;
+  }
+
+  /**
+   * From now on, add to `into` the key of every worker whose totals change (the owner
+   * empties it as it reads): a decision over thousands of workers recomputes only
+   * theirs (`router-columns.ts`).
+   */
+  watch(into: Set<WorkerKey>): void {
+    this.#watchers.push(into);
+  }
+
+  /**
+   * The live totals of `worker` (created empty if it has none): `all` and `since(t)` are
+   * `totals` and `totalsSince`. Read only; valid while `removals` is unchanged.
+   */
+  handle(worker: WorkerKey): InFlightHandle {
+    return this.#worker(worker);
   }
 
   #worker(worker: WorkerKey): WorkerState {
@@ -218,6 +262,11 @@ export class InFlightTracker {
   #endPrefill(e: Entry): void {
     this.#workers.get(e.worker)!.endPrefill(e);
     e.prefixKeys = null;
+    this.#changed(e.worker);
+  }
+
+  #changed(worker: WorkerKey): void {
+    for (const w of this.#watchers) w.add(worker);
   }
 
   #remove(e: Entry): void {
@@ -225,6 +274,8 @@ export class InFlightTracker {
     const w = this.#workers.get(e.worker)!;
     w.remove(e);
     e.prefixKeys = null;
-    if (w.count === 0) this.#workers.delete(e.worker);
+    // Kept for its handle, emptied to exactly a new state (no dead entries held).
+    w.resetIfEmpty();
+    this.#changed(e.worker);
   }
 }

@@ -69,9 +69,18 @@ export function validateSnapshot(s: LoadSnapshot): string | null {
   );
 }
 
+/** What `LoadTracker.handle` gives out: one worker's entry, read only. */
+export interface LoadHandle {
+  readonly snapshot: LoadSnapshot | null;
+}
+
 export class LoadTracker {
   readonly #entries = new Map<WorkerKey, Entry>();
   readonly staleAfterMs: number;
+  /** Bumped whenever an entry is created or forgotten: handles and their absence go stale. */
+  #entriesVersion = 0;
+  /** Sets that collect the keys of workers whose entry changed (`watch`). */
+  readonly #watchers: Set<WorkerKey>[] = [];
 
   constructor(config: LoadTrackerConfig) {
     if (!(config.staleAfterMs > 0)) throw new RangeError("staleAfterMs must be > 0");
@@ -85,7 +94,53 @@ export class LoadTracker {
 
   /** Forget a worker entirely (it was removed from the fleet). */
   forget(worker: WorkerKey): void {
-    this.#entries.delete(worker);
+    if (this.#entries.delete(worker)) this.#entriesVersion++;
+    this.#changed(worker);
+  }
+
+  /**
+   * Changes whenever a worker starts or stops being tracked: a `handle` (or its absence)
+   * read before a change may be out of date, one read since is live. Lets a decision over
+   * thousands of workers read each one without a lookup by key (`router-columns.ts`).
+   */
+  get entriesVersion(): number {
+    return this.#entriesVersion;
+  }
+
+  /**
+   * From now on, add to `into` the key of every worker whose entry changes (snapshot,
+   * failures, reachability, tracking; the owner empties it as it reads). Staleness by
+   * time alone changes nothing here: `staleSince` says when it comes.
+   */
+  watch(into: Set<WorkerKey>): void {
+    this.#watchers.push(into);
+  }
+
+  #changed(worker: WorkerKey): void {
+    for (const w of this.#watchers) w.add(worker);
+  }
+
+  /**
+   * For a handle's worker: whether it is stale whatever the time (unreachable, or failed
+   * before any success), and otherwise the time its staleness counts from (stale once
+   * `nowMs - since >= staleAfterMs`, the test `isStale` makes). Untracked: never stale.
+   */
+  staleRule(h: LoadHandle | undefined): { readonly always: boolean; readonly since: number } {
+    if (h === undefined) return { always: false, since: Number.POSITIVE_INFINITY };
+    const e = h as Entry;
+    if (e.unreachable.size > 0) return { always: true, since: 0 };
+    if (e.lastSuccessMs === null && e.totalFailures > 0) return { always: true, since: 0 };
+    return { always: false, since: e.lastSuccessMs ?? e.sinceMs };
+  }
+
+  /** The worker's live entry (undefined = not tracked), for `isStaleHandle`/`snapshot`. */
+  handle(worker: WorkerKey): LoadHandle | undefined {
+    return this.#entries.get(worker);
+  }
+
+  /** `isStale` of a handle's worker (undefined = not tracked: never stale). */
+  isStaleHandle(h: LoadHandle | undefined, nowMs: number): boolean {
+    return h === undefined ? false : this.#staleEntry(h as Entry, nowMs);
   }
 
   /**
@@ -112,6 +167,7 @@ export class LoadTracker {
     for (const [source, u] of e.unreachable)
       if (u.atMs <= snapshot.atMs) e.unreachable.delete(source);
     if (e.unreachable.size === 0) e.unreachableSinceMs = null;
+    this.#changed(worker);
   }
 
   /**
@@ -128,6 +184,7 @@ export class LoadTracker {
     if (e === undefined) return false;
     const was = e.unreachable.size > 0;
     e.unreachable.set(source, { reason, atMs: nowMs });
+    this.#changed(worker);
     if (!was) {
       e.unreachableSinceMs = nowMs;
       e.timesUnreachable++;
@@ -141,6 +198,7 @@ export class LoadTracker {
     if (e === undefined) return;
     e.unreachable.delete(source);
     if (e.unreachable.size === 0) e.unreachableSinceMs = null;
+    this.#changed(worker);
   }
 
   /** Why the worker is out ("events: disconnected; scrape: ECONNREFUSED"), or null. */
@@ -157,6 +215,7 @@ export class LoadTracker {
     e.lastError = error;
     e.consecutiveFailures++;
     e.totalFailures++;
+    this.#changed(worker);
   }
 
   /**
@@ -165,7 +224,10 @@ export class LoadTracker {
    */
   isStale(worker: WorkerKey, nowMs: number): boolean {
     const e = this.#entries.get(worker);
-    if (e === undefined) return false;
+    return e === undefined ? false : this.#staleEntry(e, nowMs);
+  }
+
+  #staleEntry(e: Entry, nowMs: number): boolean {
     if (e.unreachable.size > 0) return true;
     if (e.lastSuccessMs === null && e.totalFailures > 0) return true;
     return nowMs - (e.lastSuccessMs ?? e.sinceMs) >= this.staleAfterMs;
@@ -228,6 +290,8 @@ export class LoadTracker {
         timesUnreachable: 0,
       };
       this.#entries.set(worker, e);
+      this.#entriesVersion++;
+      this.#changed(worker);
     }
     return e;
   }

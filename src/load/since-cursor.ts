@@ -132,6 +132,21 @@ export class TimedTotals<E extends TimedEntry> {
     return sum;
   }
 
+  /**
+   * With no live entry left: back to the state of a new instance (totals zero, no
+   * cursor, no dead entries kept), so an emptied worker kept for its handle is exactly
+   * a fresh one. No-op while any entry is live.
+   */
+  resetIfEmpty(): void {
+    if (this.count !== 0) return;
+    this.all.difference(ZERO_TOTALS, ZERO_TOTALS);
+    this.#before.difference(ZERO_TOTALS, ZERO_TOTALS);
+    this.#sinceMs = Number.NEGATIVE_INFINITY;
+    this.#queue = [];
+    this.#cursor = 0;
+    this.#oldest = 0;
+  }
+
   /** Every live entry, oldest first. */
   live(): E[] {
     return this.#queue.filter((e) => e.live);

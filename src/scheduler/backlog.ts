@@ -41,7 +41,7 @@ export const SPREAD_MIN_SAVING = 0;
  */
 export const OTHER_PREFIX_MIN_SAVING = 8;
 
-/** Effective weight of queued prefill for this decision. */
+/** Effective weight of queued prefill for this decision (twin: `backlogPendingWeightOf`). */
 export function backlogPendingWeight(
   candidates: readonly CandidateInput[],
   eligible: readonly boolean[],
@@ -56,6 +56,39 @@ export function backlogPendingWeight(
     const p = candidates[i]!.load.pendingPrefillTokens / blockSize;
     if (p < least) least = p;
   }
+  return backlogWeightOf(least, promptBlocks, floor, minSaving);
+}
+
+/**
+ * `backlogPendingWeight` over columns (schedule-columns.ts): `pending[i]` is candidate
+ * i's `load.pendingPrefillTokens`, `eligible[i]` non-zero when eligible. Same order of
+ * operations, so the same number.
+ */
+export function backlogPendingWeightOf(
+  pending: ArrayLike<number>,
+  eligible: ArrayLike<number>,
+  n: number,
+  promptBlocks: number,
+  blockSize: number,
+  floor: number,
+  minSaving: number = SPREAD_MIN_SAVING,
+): number {
+  let least = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < n; i++) {
+    if (!eligible[i]) continue;
+    const p = pending[i]! / blockSize;
+    if (p < least) least = p;
+  }
+  return backlogWeightOf(least, promptBlocks, floor, minSaving);
+}
+
+/** The weight from the least backlog (in blocks; +Infinity = no eligible candidate). */
+function backlogWeightOf(
+  least: number,
+  promptBlocks: number,
+  floor: number,
+  minSaving: number,
+): number {
   if (!Number.isFinite(least)) return floor;
   const backlog = least / Math.max(1, promptBlocks);
   return Math.max(floor, 1 / (1 + Math.max(backlog, minSaving)));

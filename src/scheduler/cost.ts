@@ -25,12 +25,35 @@ export function newPrefillBlocks(
   overlap: TierOverlap,
   w: CostWeights,
 ): number {
+  return newPrefillBlocksOf(
+    promptTokens,
+    promptBlocks,
+    blockSize,
+    overlap.gpu,
+    overlap.host,
+    overlap.disk,
+    overlap.store,
+    w,
+  );
+}
+
+/** `newPrefillBlocks` with the overlap as numbers (the column path, schedule-columns.ts). */
+export function newPrefillBlocksOf(
+  promptTokens: number,
+  promptBlocks: number,
+  blockSize: number,
+  gpuBlocks: number,
+  hostBlocks: number,
+  diskBlocks: number,
+  storeBlocks: number,
+  w: CostWeights,
+): number {
   const n = promptBlocks;
   // Tiers are cumulative from the root; clamp defensively so gpu ≤ host ≤ disk ≤ n.
-  const gpu = clamp(overlap.gpu, 0, n);
-  const host = clamp(overlap.host, gpu, n);
-  const disk = clamp(overlap.disk, host, n);
-  const store = clamp(overlap.store, 0, n);
+  const gpu = clamp(gpuBlocks, 0, n);
+  const host = clamp(hostBlocks, gpu, n);
+  const disk = clamp(diskBlocks, host, n);
+  const store = clamp(storeBlocks, 0, n);
   const tail = Math.max(0, promptTokens - n * blockSize) / blockSize;
   // Local cost is a step function over [0,gpu) [gpu,host) [host,disk) [disk,n); the store
   // offers w_store on [0,store). Each block takes the cheaper of the two.
@@ -54,7 +77,11 @@ function clamp(v: number, lo: number, hi: number): number {
   return Math.max(lo, Math.min(v, hi));
 }
 
-/** All cost terms of one candidate. `penalty` is the stale penalty to add (0 if none). */
+/**
+ * All cost terms of one candidate. `penalty` is the stale penalty to add (0 if none).
+ * Twin: `totalCostOf` (the column path of large fleets) computes `totalCost` from numbers;
+ * change both (a change here alone is caught at run time and by router-columns.test.ts).
+ */
 export function candidateCost(
   c: CandidateInput,
   promptTokens: number,
@@ -81,4 +108,34 @@ export function candidateCost(
     stalePenalty: penalty,
     totalCost: prefillCost + decodeCost + queueCost + penalty,
   };
+}
+
+/**
+ * `candidateCost(...).totalCost` from numbers, for the column path (schedule-columns.ts):
+ * `samePrefixTokens` NaN = absent. Twin of `candidateCost`: the same expressions in the
+ * same order, so the totals are equal to the bit. A change to one must be made to the
+ * other: the column path checks its totals against `candidateCost` on every candidate it
+ * explains and falls back to full scoring (counted) when they differ, and
+ * `router-columns.test.ts` fails.
+ */
+export function totalCostOf(
+  fresh: number,
+  pending: number,
+  samePrefixTokens: number,
+  activeBlocks: number,
+  waiting: number,
+  blockSize: number,
+  w: CostWeights,
+  penalty: number,
+  otherPendingWeight: number,
+): number {
+  const same = Math.max(
+    0,
+    Math.min(pending, Number.isNaN(samePrefixTokens) ? pending : samePrefixTokens),
+  );
+  const prefillCost =
+    w.prefill * fresh +
+    w.pending * (same / blockSize) +
+    otherPendingWeight * ((pending - same) / blockSize);
+  return prefillCost + w.decode * activeBlocks + w.queue * waiting + penalty;
 }

@@ -4,6 +4,9 @@
  * for every candidate, or with `breakdownLimit` set and a larger field, for the
  * lowest-cost ones and the chosen one (a fleet of thousands is still scored in full;
  * only the explanation is cut). Per candidate it keeps one number, not objects.
+ * The router scores fields larger than the explanation with `scheduleColumns`
+ * (schedule-columns.ts), the same decision from columns of numbers; this is the
+ * reference it is tested against.
  */
 
 import { backlogPendingWeight, OTHER_PREFIX_MIN_SAVING } from "./backlog.js";

@@ -40,7 +40,7 @@ describe("selectCandidate", () => {
     const costs = [10, 20, 30, 15];
     const n = 20_000;
     const counts = [0, 0, 0, 0];
-    let probs: number[] = [];
+    let probs: ArrayLike<number> = [];
     for (let i = 0; i < n; i++) {
       const s = selectCandidate(costs, all(4), 1, rng);
       counts[s.index]!++;

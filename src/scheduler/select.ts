@@ -9,22 +9,23 @@ const TIE_EPSILON = 1e-9;
 
 export interface Selection {
   readonly index: number;
-  /** Probability of each candidate (0 for ineligible ones). */
-  readonly probabilities: number[];
+  /** Probability of each candidate (0 for ineligible ones); `out` when one was given. */
+  readonly probabilities: number[] | Float64Array;
   readonly tie: boolean;
 }
 
 /**
  * `costs[i]` is ignored where `eligible[i]` is false; at least one must be eligible.
- * `rng` returns uniform numbers in [0, 1). Total order even on non-finite costs: NaN
+ * `rng` returns uniform numbers in [0, 1); `out`, when given, receives the probabilities. Total order even on non-finite costs: NaN
  * ranks as +Infinity, a finite cost always beats an infinite one, and when every
  * eligible cost is infinite they tie (so a cost overflow never leaves "no candidate").
  */
 export function selectCandidate(
   costs: ArrayLike<number>,
-  eligible: ArrayLike<boolean>,
+  eligible: ArrayLike<boolean | number>,
   temperature: number,
   rng: () => number,
+  out?: Float64Array,
 ): Selection {
   const n = costs.length;
   let min = Infinity;
@@ -38,7 +39,8 @@ export function selectCandidate(
     if (Number.isFinite(c) && c > max) max = c;
   }
   if (!any) throw new RangeError("selectCandidate: no eligible candidate");
-  const probabilities: number[] = new Array(n).fill(0);
+  // `out` (a reused buffer of ≥ n) spares a large field an array per decision.
+  const probabilities = out === undefined ? new Array<number>(n).fill(0) : out.fill(0, 0, n);
   if (!Number.isFinite(min)) {
     // Every eligible cost is +Infinity/NaN (or some are -Infinity): the best ones tie.
     const best: number[] = [];
