@@ -16,6 +16,7 @@
  */
 
 import { describe, expect, it } from "vitest";
+import { computeBlockKeys } from "./index/block-key.js";
 import { RadixTreeIndex } from "./index/radix-tree.js";
 import { InFlightTracker } from "./load/in-flight.js";
 import { LoadTracker } from "./load/load-tracker.js";
@@ -239,11 +240,17 @@ function* operations(s: Shape, steps: number) {
       };
     } else if (x < 0.85) {
       const w = Math.floor(g() * s.workers);
+      // Most peers' requests carry their prompt's keys (shared as the Redis sync does):
+      // the same-prefix queue then counts them.
+      const f = Math.floor(g() * FAMILIES);
+      const keys =
+        g() < 0.7 ? computeBlockKeys(prompt(f, 1 + Math.floor(g() * 9), 0), BS, null) : undefined;
       yield {
         kind: "replica" as const,
         worker: w,
         id: `x${id++}`,
         tokens: 1 + Math.floor(g() * 200),
+        keys,
         now,
       };
     } else if (x < 0.88) {
@@ -297,6 +304,7 @@ function apply(
           prefillEndMs: op.now + 500,
           expiresMs: op.now + 5_000,
           pending: true,
+          ...(op.keys === undefined ? {} : { prefixKeys: op.keys }),
         },
         op.now,
       );

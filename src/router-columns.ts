@@ -250,7 +250,15 @@ export class ColumnScorer {
         // A holder (few per prompt): the queue of its prefix's own requests.
         const load = this.#load;
         const all = this.#loadOf(q, h, r, stale, load);
-        const same = samePrefixPending(d.inFlight, routable[r]!.key, q.keys, held, load, all);
+        const same = samePrefixPending(
+          d.inFlight,
+          routable[r]!.key,
+          q.keys,
+          held,
+          load,
+          all,
+          d.extraLoad,
+        );
         c.samePrefix[j] = same === undefined ? Number.NaN : same;
       }
     }
@@ -313,7 +321,7 @@ export class ColumnScorer {
       disk: c.disk[j]!,
       store: q.store,
     };
-    const same = samePrefixPending(d.inFlight, w.key, q.keys, overlap.disk, load, all);
+    const same = samePrefixPending(d.inFlight, w.key, q.keys, overlap.disk, load, all, d.extraLoad);
     if (same === undefined) return { worker: w.key, overlap, load, stale };
     return { worker: w.key, overlap, load, stale, samePrefixPendingTokens: same };
   }
