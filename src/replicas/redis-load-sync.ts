@@ -256,7 +256,7 @@ export class RedisLoadSync implements InFlightListener {
   /** `e` as it stands now: keys only while its prefill is pending here. */
   #current(e: SharedEntry): SharedEntry {
     const now = this.#mine.get(e.id);
-    return now !== undefined && now.pending ? now : withoutKeys(now ?? e);
+    return now?.pending ? now : withoutKeys(now ?? e);
   }
 
   #queue(op: SyncOp): void {
