@@ -57,28 +57,32 @@ export class NodeStore {
     return this.#records.live;
   }
 
-  /** Node id of a key, or −1. */
+  /** Node id of a key, or −1 (words signed or not; pass them signed: see slot-table.ts). */
   find(hi: number, lo: number): number {
+    hi |= 0;
+    lo |= 0;
     const t = this.#table;
     const h = hashOf(hi, lo);
     const n = this.#probe(t.slots, t.mask, t.shift, h, hi, lo);
     return n >= 0 || t.old === null ? n : this.#probe(t.old, t.oldMask, t.oldShift, h, hi, lo);
   }
 
-  #probe(slots: Uint32Array, mask: number, shift: number, h: number, hi: number, lo: number) {
+  #probe(slots: Int32Array, mask: number, shift: number, h: number, hi: number, lo: number) {
     const rec = this.#records.rec;
     for (let i = h >>> shift; ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
       if (id === 0) return -1;
       if (slots[2 * i + 1] === h && id !== TOMB) {
         const r = (id - 1) * STRIDE;
-        if (rec[r + KEY_LO] === lo && rec[r + KEY_HI] === hi) return id - 1;
+        if ((rec[r + KEY_LO]! | 0) === lo && (rec[r + KEY_HI]! | 0) === hi) return id - 1;
       }
     }
   }
 
   /** Adds a node for a key that is not present, under `parent` (−1 = at a root). */
   create(hi: number, lo: number, parent: number): number {
+    hi |= 0;
+    lo |= 0;
     const n = this.#records.alloc();
     const rec = this.#records.rec;
     const r = n * STRIDE;
@@ -97,19 +101,21 @@ export class NodeStore {
   free(n: number): number {
     const rec = this.#records.rec;
     const r = n * STRIDE;
-    this.#table.remove(n, hashOf(rec[r + KEY_HI]!, rec[r + KEY_LO]!));
+    this.#table.remove(n, hashOf(rec[r + KEY_HI]! | 0, rec[r + KEY_LO]! | 0));
     const p = rec[r + PARENT]! - 1;
     if (p >= 0) rec[p * STRIDE + CHILDREN]!--;
     this.#records.free(n);
     return p;
   }
 
+  /** The key's high word, as int32. */
   keyHi(n: number): number {
-    return this.#records.rec[n * STRIDE + KEY_HI]!;
+    return this.#records.rec[n * STRIDE + KEY_HI]! | 0;
   }
 
+  /** The key's low word, as int32. */
   keyLo(n: number): number {
-    return this.#records.rec[n * STRIDE + KEY_LO]!;
+    return this.#records.rec[n * STRIDE + KEY_LO]! | 0;
   }
 
   /** True when no worker holds `n` and it has no children (it can be freed). */
@@ -140,7 +146,7 @@ export class NodeStore {
     out.count = 0;
     out.deepCount = 0;
     if (n === 0) return;
-    const node0 = this.find(keys[0]!, keys[1]!);
+    const node0 = this.find(keys[0]! | 0, keys[1]! | 0);
     if (node0 < 0) return;
     const rec = this.#records.rec;
     const words = this.pool.words;
@@ -163,7 +169,7 @@ export class NodeStore {
     out.count = c;
     if (c === 0 || n < 2) return;
     // Second block: its holders that hold the first one start the deep list.
-    const node1 = this.find(keys[2]!, keys[3]!);
+    const node1 = this.find(keys[2]! | 0, keys[3]! | 0);
     if (node1 < 0) return;
     const r1 = node1 * STRIDE;
     const count1 = rec[r1 + COUNT]!;
@@ -212,7 +218,7 @@ export class NodeStore {
       disk[w] = 2;
     }
     for (let i = 2; i < n; i++) {
-      const node = this.find(keys[2 * i]!, keys[2 * i + 1]!);
+      const node = this.find(keys[2 * i]! | 0, keys[2 * i + 1]! | 0);
       if (node < 0) break;
       const r = node * STRIDE;
       const count = rec[r + COUNT]!;
@@ -358,7 +364,7 @@ function lowerBound(words: Uint32Array, base: number, count: number, w: number):
   return lo;
 }
 
-/** 32-bit hash of the 64-bit key; its top bits pick the slot (Fibonacci hashing). */
+/** 32-bit hash (int32) of the 64-bit key; its top bits pick the slot (Fibonacci hashing). */
 function hashOf(hi: number, lo: number): number {
-  return Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> 0;
+  return Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1);
 }

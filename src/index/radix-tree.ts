@@ -441,8 +441,8 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     let plo: number;
     if (c.hashes !== null ? c.parentHash === null : c.parentPair < 0) {
       const root = rootKey(adapterOf(c.loraName, c.loraId));
-      phi = root[0];
-      plo = root[1];
+      phi = root[0] | 0;
+      plo = root[1] | 0;
     } else {
       const e =
         c.hashes !== null
@@ -459,8 +459,8 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     const nodes = this.#nodes;
     let prev = parent;
     for (let i = 0; i < n; i++) {
-      const hi = keys[2 * i]!;
-      const lo = keys[2 * i + 1]!;
+      const hi = keys[2 * i]! | 0;
+      const lo = keys[2 * i + 1]! | 0;
       let node = nodes.find(hi, lo);
       if (node < 0) node = nodes.create(hi, lo, prev);
       this.#setKey(c, c.first + i, true);
@@ -476,7 +476,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
    */
   #setKey(src: HashSource, i: number, intern: boolean): boolean {
     if (src.hashes !== null) return this.#hashes.parse(src.hashes[i]!, intern);
-    this.#hashes.setInt(src.words[2 * i]!, src.words[2 * i + 1]!);
+    this.#hashes.setInt(src.words[2 * i]! | 0, src.words[2 * i + 1]! | 0);
     return true;
   }
 
@@ -643,7 +643,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
 
   /** Entry of worker `w`'s integer hash at pair `i` of `words`, or −1. */
   #lookupWords(w: number, words: HashWords, i: number): number {
-    this.#hashes.setInt(words[2 * i]!, words[2 * i + 1]!);
+    this.#hashes.setInt(words[2 * i]! | 0, words[2 * i + 1]! | 0);
     return this.#findKey(w);
   }
 
