@@ -83,6 +83,23 @@ export class EngineHashTable {
     return this.#probe(t.old, t.oldMask, t.oldShift, h, wk, hi, lo);
   }
 
+  /** Like `NodeStore.warm`: loads the home slot of (wk, hi, lo) ahead of `find`. */
+  warm(wk: number, hi: number, lo: number): number {
+    const t = this.#table;
+    return t.slots[2 * (hashOf(wk, hi | 0, lo | 0) >>> t.shift)]!;
+  }
+
+  /**
+   * After `warm` of the same key: when the home slot names an entry, loads its record and
+   * returns its node (a guess, for warming the node next; reads only).
+   */
+  warmRecord(wk: number, hi: number, lo: number): number {
+    const t = this.#table;
+    const id = t.slots[2 * (hashOf(wk, hi | 0, lo | 0) >>> t.shift)]!;
+    if (id <= 0) return -1;
+    return this.#records.rec[(id - 1) * STRIDE + NODE]! | 0;
+  }
+
   #probe(
     slots: Int32Array,
     mask: number,

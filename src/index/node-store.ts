@@ -46,6 +46,8 @@ export class NodeStore {
   readonly #records: RecordPool;
   /** Key hash → node id (see slot-table.ts). */
   readonly #table: SlotTable;
+  /** Where warming loads leave their result, so that they are not optimised away. */
+  #sink = 0;
 
   constructor(initialCapacity = 1024) {
     this.#records = new RecordPool(STRIDE, PARENT, initialCapacity);
@@ -65,6 +67,42 @@ export class NodeStore {
     const h = hashOf(hi, lo);
     const n = this.#probe(t.slots, t.mask, t.shift, h, hi, lo);
     return n >= 0 || t.old === null ? n : this.#probe(t.old, t.oldMask, t.oldShift, h, hi, lo);
+  }
+
+  /**
+   * Reads the home slot of key (hi, lo) and returns its word: a load whose only purpose
+   * is to bring the line into cache before `find` needs it (see `RadixTreeIndex`'s
+   * stored path: a chain's slots are warmed together, so their cache misses overlap).
+   */
+  warm(hi: number, lo: number): number {
+    const t = this.#table;
+    return t.slots[2 * (hashOf(hi | 0, lo | 0) >>> t.shift)]!;
+  }
+
+  /**
+   * After `warm` of the same key: when the home slot names a node, loads its record and
+   * the last word of its holder list (where a new holder with a higher slot goes), for
+   * the same purpose. Reads only; a wrong guess costs a wasted load.
+   */
+  warmHolders(hi: number, lo: number): number {
+    const t = this.#table;
+    const id = t.slots[2 * (hashOf(hi | 0, lo | 0) >>> t.shift)]!;
+    if (id <= 0) return 0;
+    const rec = this.#records.rec;
+    const r = (id - 1) * STRIDE;
+    const count = rec[r + COUNT]!;
+    const base = rec[r + HOLDER]!;
+    return count > 1 ? this.pool.words[base + count - 1]! : base;
+  }
+
+  /** Loads node `n`'s record and the last word of its holder list (warming; reads only). */
+  warmNode(n: number): number {
+    if (n < 0 || n >= this.#records.top) return 0;
+    const rec = this.#records.rec;
+    const r = n * STRIDE;
+    const count = rec[r + COUNT]!;
+    const base = rec[r + HOLDER]!;
+    return count > 1 ? this.pool.words[base + count - 1]! : base;
   }
 
   #probe(slots: Int32Array, mask: number, shift: number, h: number, hi: number, lo: number) {
@@ -146,6 +184,18 @@ export class NodeStore {
     out.count = 0;
     out.deepCount = 0;
     if (n === 0) return;
+    if (n > 2) {
+      // The path's home slots first, as independent loads: their cache misses overlap
+      // instead of coming one level at a time (see `warm`).
+      const t = this.#table;
+      const slots = t.slots;
+      const shift = t.shift;
+      let sink = 0;
+      for (let i = 0; i < n; i++) {
+        sink ^= slots[2 * (hashOf(keys[2 * i]! | 0, keys[2 * i + 1]! | 0) >>> shift)]!;
+      }
+      this.#sink = sink;
+    }
     const node0 = this.find(keys[0]! | 0, keys[1]! | 0);
     if (node0 < 0) return;
     const rec = this.#records.rec;
