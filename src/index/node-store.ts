@@ -70,32 +70,9 @@ export class NodeStore {
   }
 
   /**
-   * Reads the home slot of key (hi, lo) and returns its word: a load whose only purpose
-   * is to bring the line into cache before `find` needs it (see `RadixTreeIndex`'s
-   * stored path: a chain's slots are warmed together, so their cache misses overlap).
+   * Loads node `n`'s record and the last word of its holder list, so that a batch's
+   * nodes come into cache together (see `RadixTreeIndex`'s removal path). Reads only.
    */
-  warm(hi: number, lo: number): number {
-    const t = this.#table;
-    return t.slots[2 * (hashOf(hi | 0, lo | 0) >>> t.shift)]!;
-  }
-
-  /**
-   * After `warm` of the same key: when the home slot names a node, loads its record and
-   * the last word of its holder list (where a new holder with a higher slot goes), for
-   * the same purpose. Reads only; a wrong guess costs a wasted load.
-   */
-  warmHolders(hi: number, lo: number): number {
-    const t = this.#table;
-    const id = t.slots[2 * (hashOf(hi | 0, lo | 0) >>> t.shift)]!;
-    if (id <= 0) return 0;
-    const rec = this.#records.rec;
-    const r = (id - 1) * STRIDE;
-    const count = rec[r + COUNT]!;
-    const base = rec[r + HOLDER]!;
-    return count > 1 ? this.pool.words[base + count - 1]! : base;
-  }
-
-  /** Loads node `n`'s record and the last word of its holder list (warming; reads only). */
   warmNode(n: number): number {
     if (n < 0 || n >= this.#records.top) return 0;
     const rec = this.#records.rec;
@@ -186,7 +163,7 @@ export class NodeStore {
     if (n === 0) return;
     if (n > 2) {
       // The path's home slots first, as independent loads: their cache misses overlap
-      // instead of coming one level at a time (see `warm`).
+      // instead of coming one level at a time (nothing is read from the result).
       const t = this.#table;
       const slots = t.slots;
       const shift = t.shift;
