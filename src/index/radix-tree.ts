@@ -189,9 +189,21 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
         throw new TypeError(`unknown event type ${(unknown as { type: unknown }).type}`);
       }
     }
+    this.#release(this.#chain);
     this.#outcomes.count(event.type, r.status);
     this.#bound(worker);
     return r;
+  }
+
+  /**
+   * Drops the scratch's references to the caller's arrays once an event is applied: a
+   * view keeps its whole buffer alive (a decode thread's tape group, or a benchmark's
+   * workload arena of tens of MB).
+   */
+  #release(c: Chain): void {
+    c.hashes = null;
+    c.words = NO_WORDS;
+    c.tokens = NO_WORDS;
   }
 
   /** `applyEvent` of a stored event whose hashes are 64-bit integers given as words. */
@@ -212,6 +224,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     c.loraName = ev.loraName;
     c.loraId = ev.loraId;
     const r = this.#storeChain(w, c);
+    this.#release(c);
     this.#outcomes.count("stored", r.status);
     this.#bound(worker);
     return r;
@@ -226,6 +239,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     c.first = ev.first;
     c.count = ev.count;
     const r = this.#retier(w, c, tierBit(ev.tier), false);
+    this.#release(c);
     this.#outcomes.count("removed", r.status);
     return r;
   }
