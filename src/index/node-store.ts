@@ -49,7 +49,7 @@ export class NodeStore {
   /** Key hash → node id (see slot-table.ts). */
   readonly #table: SlotTable;
   /** Where warming loads leave their result, so that they are not optimised away. */
-  #sink = 0;
+  readonly #sink = new Int32Array(1);
 
   constructor(initialCapacity = 1024) {
     this.#records = new RecordPool(STRIDE, PARENT, initialCapacity);
@@ -81,7 +81,7 @@ export class NodeStore {
     for (let i = from; i < end; i++) {
       sink ^= slots[2 * (hashOf(keys[2 * i]! | 0, keys[2 * i + 1]! | 0) >>> shift)]!;
     }
-    this.#sink = sink;
+    this.#sink[0] = sink;
   }
 
   /**

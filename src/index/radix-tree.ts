@@ -151,7 +151,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   #lastWorker: WorkerKey | null = null;
   #lastSlot = 0;
   /** Where `#warm` leaves its loads' result, so that they are not optimised away. */
-  #sink = 0;
+  readonly #sink = new Int32Array(1);
 
   constructor(options: RadixTreeOptions) {
     const { blockSize } = options;
@@ -504,7 +504,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     for (let i = c.first, end = c.first + n; i < end; i++) {
       sink ^= entries.warm(wk, words[2 * i]! | 0, words[2 * i + 1]! | 0);
     }
-    this.#sink = sink;
+    this.#sink[0] = sink;
   }
 
   /**
@@ -521,7 +521,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     for (let i = first; i < end; i++) {
       sink ^= nodes.warmNode(entries.warmRecord(wk, words[2 * i]! | 0, words[2 * i + 1]! | 0));
     }
-    this.#sink = sink;
+    this.#sink[0] = sink;
   }
 
   /**
