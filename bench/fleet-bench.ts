@@ -37,7 +37,8 @@
  * Options (env): FLEET_BENCH_WORKERS (default 10,100,1000,7000), FLEET_BENCH_TRACE
  * (default traces/conversation_trace.jsonl if present, see traces/README.md, else the
  * 2k slice), FLEET_BENCH_UNIQUE (dynamo: default 1000), FLEET_BENCH_GPU_BLOCKS,
- * FLEET_BENCH_REQUESTS_PER_WORKER (disjoint: default 8). Prints a table, then one JSON
+ * FLEET_BENCH_REQUESTS_PER_WORKER (disjoint: default 8), FLEET_BENCH_PACK (default 1:
+ * the workload's arrays in one buffer each, see `packWorkload`). Prints a table, then one JSON
  * line whose top level is the largest fleet's run.
  */
 
@@ -85,6 +86,8 @@ const EVENTS = process.env.FLEET_BENCH_EVENTS ?? "words";
 if (EVENTS !== "words" && EVENTS !== "strings") {
   throw new Error(`FLEET_BENCH_EVENTS must be words or strings, got ${EVENTS}`);
 }
+/** Workload arrays in one buffer each (see `packWorkload`); FLEET_BENCH_PACK=0 = apart. */
+const PACK = process.env.FLEET_BENCH_PACK !== "0";
 /** Output tokens per decode block (Dynamo's default block size); 0 = none. */
 const DECODE_TOKENS = Number(process.env.FLEET_BENCH_DECODE_TOKENS ?? 128);
 const BLOCK_SIZE = 16;
@@ -192,6 +195,42 @@ function wordsOf(event: KvEvent): WordsEvent {
   };
 }
 
+/**
+ * Moves the prompts' keys and the events' hash and token words into one buffer each (the
+ * arrays become views of it). Generated one by one they were ~160k small array buffers,
+ * each an external backing store that every mark-compact of the timed loop swept: the
+ * three mark-compacts that the index's growing tables set off took 50–110 ms each, about
+ * the bench's own heap rather than the index's (a service decodes events into a few
+ * large tapes, src/protocol/event-tape.ts). FLEET_BENCH_PACK=0 keeps them apart.
+ */
+function packWorkload(keys: BlockKeySeq[], tapes: WordsEvent[]): void {
+  let n = 0;
+  for (const k of keys) n += k.length;
+  const keyArena = new Uint32Array(n);
+  let at = 0;
+  keys.forEach((k, i) => {
+    keyArena.set(k, at);
+    keys[i] = keyArena.subarray(at, at + k.length) as BlockKeySeq;
+    at += k.length;
+  });
+  n = 0;
+  for (const t of tapes) n += t.ev.hashes.length + (t.kind === "stored" ? t.ev.tokens.length : 0);
+  const arena = new Uint32Array(n);
+  at = 0;
+  const put = (a: Uint32Array): Uint32Array => {
+    arena.set(a, at);
+    at += a.length;
+    return arena.subarray(at - a.length, at);
+  };
+  tapes.forEach((t, i) => {
+    const hashes = put(t.ev.hashes) as HashWords;
+    tapes[i] =
+      t.kind === "stored"
+        ? { kind: "stored", ev: { ...t.ev, hashes, tokens: put(t.ev.tokens) as TokenWords } }
+        : { kind: "removed", ev: { ...t.ev, hashes } };
+  });
+}
+
 /** Unique workers, replicas of each and trace copies for a fleet of `workers`. */
 function plan(workers: number, traceLength: number) {
   if (SHAPE === "disjoint") {
@@ -264,6 +303,7 @@ function runChild(workers: number): RunResult {
   }
   keyIds.clear();
   eventIds.clear();
+  if (PACK) packWorkload(keyList, tapeList);
   const kinds = Uint8Array.from(kindCol);
   const refs = Int32Array.from(refCol);
   const opWorkers = Int32Array.from(workerCol);

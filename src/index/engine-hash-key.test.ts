@@ -19,7 +19,9 @@ describe("EngineHashKeys.parse", () => {
       [0x0123abcd, 0xfedc9876],
     ] as const) {
       expect(keys.parse(engineHashFromU32Pair(hi, lo), false)).toBe(true);
-      expect([keys.kind, keys.hi, keys.lo]).toEqual([KIND_INT, hi, lo]);
+      expect([keys.kind, keys.hi >>> 0, keys.lo >>> 0]).toEqual([KIND_INT, hi, lo]);
+      // Kept signed (int32) so that they never box: the same bits.
+      expect([keys.hi, keys.lo]).toEqual([hi | 0, lo | 0]);
     }
   });
 

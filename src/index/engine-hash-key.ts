@@ -8,6 +8,12 @@
  *   interned id, reference-counted by the table entries that use it.
  *
  * Both are exact: two different hashes never share a key.
+ *
+ * `hi` and `lo` are kept as *signed* 32-bit integers (the same bits as the unsigned
+ * words): V8 keeps int32 values unboxed across calls and in object fields, whereas an
+ * unsigned word ≥ 2^31 passed to a function or returned from one is a heap number — an
+ * allocation per hash on the ingest path (about 25 bytes of garbage per stored block
+ * before this). The tables compare words as int32 (`x | 0`) for the same reason.
  */
 
 import { type EngineBlockHash, engineHashFromU32Pair } from "../protocol/engine-hash.js";
@@ -96,38 +102,32 @@ export class EngineHashKeys {
     if (codes > 127 || vals < 0) return false;
     this.kind = KIND_INT;
     this.hi =
-      ((v0 << 28) |
-        (v1 << 24) |
-        (v2 << 20) |
-        (v3 << 16) |
-        (v4 << 12) |
-        (v5 << 8) |
-        (v6 << 4) |
-        v7) >>>
-      0;
+      (v0 << 28) | (v1 << 24) | (v2 << 20) | (v3 << 16) | (v4 << 12) | (v5 << 8) | (v6 << 4) | v7;
     this.lo =
-      ((v8 << 28) |
-        (v9 << 24) |
-        (v10 << 20) |
-        (v11 << 16) |
-        (v12 << 12) |
-        (v13 << 8) |
-        (v14 << 4) |
-        v15) >>>
-      0;
+      (v8 << 28) |
+      (v9 << 24) |
+      (v10 << 20) |
+      (v11 << 16) |
+      (v12 << 12) |
+      (v13 << 8) |
+      (v14 << 4) |
+      v15;
     return true;
   }
 
-  /** Sets the current key to the integer hash (hi, lo), as `parse` of its hex form would. */
+  /**
+   * Sets the current key to the integer hash (hi, lo), as `parse` of its hex form would
+   * (the words are kept signed: see the header).
+   */
   setInt(hi: number, lo: number): void {
     this.kind = KIND_INT;
-    this.hi = hi >>> 0;
-    this.lo = lo >>> 0;
+    this.hi = hi | 0;
+    this.lo = lo | 0;
   }
 
   /** The `EngineBlockHash` of the current key (rare paths only: allocates for integers). */
   current(): EngineBlockHash {
-    if (this.kind === KIND_INT) return engineHashFromU32Pair(this.hi, this.lo);
+    if (this.kind === KIND_INT) return engineHashFromU32Pair(this.hi >>> 0, this.lo >>> 0);
     return this.#strings[this.lo] as EngineBlockHash;
   }
 

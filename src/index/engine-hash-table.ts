@@ -68,8 +68,14 @@ export class EngineHashTable {
     return this.#oldest - 1;
   }
 
-  /** Entry of (worker, kind, hash), or −1. `wk` is `worker << 1 | kind`. */
+  /**
+   * Entry of (worker, kind, hash), or −1. `wk` is `worker << 1 | kind`; `hi`, `lo` are
+   * the key's words, signed or not (compared as int32; pass them signed so they do not
+   * box, see engine-hash-key.ts).
+   */
   find(wk: number, hi: number, lo: number): number {
+    hi |= 0;
+    lo |= 0;
     const t = this.#table;
     const h = hashOf(wk, hi, lo);
     const e = this.#probe(t.slots, t.mask, t.shift, h, wk, hi, lo);
@@ -77,8 +83,25 @@ export class EngineHashTable {
     return this.#probe(t.old, t.oldMask, t.oldShift, h, wk, hi, lo);
   }
 
+  /** Like `NodeStore.warm`: loads the home slot of (wk, hi, lo) ahead of `find`. */
+  warm(wk: number, hi: number, lo: number): number {
+    const t = this.#table;
+    return t.slots[2 * (hashOf(wk, hi | 0, lo | 0) >>> t.shift)]!;
+  }
+
+  /**
+   * After `warm` of the same key: when the home slot names an entry, loads its record and
+   * returns its node (a guess, for warming the node next; reads only).
+   */
+  warmRecord(wk: number, hi: number, lo: number): number {
+    const t = this.#table;
+    const id = t.slots[2 * (hashOf(wk, hi | 0, lo | 0) >>> t.shift)]!;
+    if (id <= 0) return -1;
+    return this.#records.rec[(id - 1) * STRIDE + NODE]! | 0;
+  }
+
   #probe(
-    slots: Uint32Array,
+    slots: Int32Array,
     mask: number,
     shift: number,
     h: number,
@@ -92,12 +115,16 @@ export class EngineHashTable {
       if (id === 0) return -1;
       if (slots[2 * i + 1] !== h || id === TOMB) continue;
       const r = (id - 1) * STRIDE;
-      if (rec[r + LO] === lo && rec[r + HI] === hi && rec[r + META]! >>> 3 === wk) return id - 1;
+      if ((rec[r + LO]! | 0) === lo && (rec[r + HI]! | 0) === hi && rec[r + META]! >>> 3 === wk) {
+        return id - 1;
+      }
     }
   }
 
   /** Adds an entry that is not present (as the newest); returns its id. */
   insert(wk: number, hi: number, lo: number, node: number, tierMask: number): number {
+    hi |= 0;
+    lo |= 0;
     const records = this.#records;
     const e = records.alloc();
     const rec = records.rec;
@@ -114,7 +141,7 @@ export class EngineHashTable {
   remove(e: number): void {
     const r = e * STRIDE;
     const rec = this.#records.rec;
-    this.#table.remove(e, hashOf(rec[r + META]! >>> 3, rec[r + HI]!, rec[r + LO]!));
+    this.#table.remove(e, hashOf(rec[r + META]! >>> 3, rec[r + HI]! | 0, rec[r + LO]! | 0));
     this.#unlink(e);
     rec[r + META] = FREE;
     this.#records.free(e);
@@ -143,8 +170,9 @@ export class EngineHashTable {
     this.#records.rec[e * STRIDE + NODE] = node;
   }
 
+  /** The low word of entry `e`'s key (as int32). */
   lo(e: number): number {
-    return this.#records.rec[e * STRIDE + LO]!;
+    return this.#records.rec[e * STRIDE + LO]! | 0;
   }
 
   /** A copy of the entry records `[0, top)` (layout: `ENTRY_LAYOUT`), for a snapshot. */
@@ -189,10 +217,13 @@ export class EngineHashTable {
   }
 }
 
-/** 32-bit hash of (worker, kind, hash), well mixed: engine hashes may be small ints. */
+/**
+ * 32-bit hash of (worker, kind, hash), well mixed: engine hashes may be small ints. As
+ * int32 (the slot tables' form); the home slot is `h >>> shift`.
+ */
 function hashOf(wk: number, hi: number, lo: number): number {
   let h = Math.imul(hi ^ Math.imul(wk, 0x27d4eb2d), 0x85ebca6b) ^ lo;
   h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d);
   h ^= h >>> 12;
-  return Math.imul(h, 0x9e3779b1) >>> 0;
+  return Math.imul(h, 0x9e3779b1);
 }

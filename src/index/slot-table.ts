@@ -11,6 +11,9 @@
  * `old`; removing from `old` leaves a tombstone (`TOMB`) so its probe chains stay intact
  * (the old array is dropped once migrated, tombstones with it).
  *
+ * Slots are `Int32Array`s and hashes int32 (the same bits as the unsigned hash): values
+ * that fit a small integer never box on their way through calls (see engine-hash-key.ts).
+ *
  * The owners keep their `find` loops themselves (they compare their own record fields);
  * this class does the placing, removing and growing they had in common.
  */
@@ -19,15 +22,15 @@ const MAX_LOAD = 0.75;
 /** Old slots migrated per insert: 4 ≥ 2 needed to finish before the new table fills. */
 const MIGRATE_STEP = 4;
 /** The id word of a removed slot of the old table while it is migrated. */
-export const TOMB = 0xffffffff;
+export const TOMB = -1;
 
 export class SlotTable {
-  slots: Uint32Array;
+  slots: Int32Array;
   /** Home slot of hash h: `h >>> shift`. */
   shift: number;
   mask: number;
   /** The previous, smaller table while it is migrated into `slots`; else null. */
-  old: Uint32Array | null = null;
+  old: Int32Array | null = null;
   oldShift = 0;
   oldMask = 0;
   #cursor = 0;
@@ -35,7 +38,7 @@ export class SlotTable {
   /** Room for about `capacity` records before the first growth. */
   constructor(capacity: number) {
     const bits = 32 - Math.clz32(capacity * 2 - 1);
-    this.slots = new Uint32Array(2 << bits);
+    this.slots = new Int32Array(2 << bits);
     this.shift = 32 - bits;
     this.mask = (1 << bits) - 1;
   }
@@ -44,11 +47,12 @@ export class SlotTable {
   insert(id: number, h: number, live: number): void {
     if (this.old !== null) this.#migrate(MIGRATE_STEP);
     else if (live > (this.mask + 1) * MAX_LOAD) this.#grow();
-    place(this.slots, this.mask, this.shift, id + 1, h);
+    place(this.slots, this.mask, this.shift, id + 1, h | 0);
   }
 
   /** Removes record `id`, placed under hash `h`. */
   remove(id: number, h: number): void {
+    h |= 0;
     const old = this.old;
     if (old !== null) {
       // Not yet migrated? Then it is in the old table: leave a tombstone there.
@@ -91,7 +95,7 @@ export class SlotTable {
     this.oldShift = this.shift;
     this.#cursor = 0;
     const size = (this.mask + 1) * 2;
-    this.slots = new Uint32Array(2 * size);
+    this.slots = new Int32Array(2 * size);
     this.mask = size - 1;
     this.shift -= 1;
   }
@@ -111,7 +115,7 @@ export class SlotTable {
   }
 }
 
-function place(slots: Uint32Array, mask: number, shift: number, v: number, h: number): void {
+function place(slots: Int32Array, mask: number, shift: number, v: number, h: number): void {
   let i = h >>> shift;
   while (slots[2 * i] !== 0) i = (i + 1) & mask;
   slots[2 * i] = v;
