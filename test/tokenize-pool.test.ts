@@ -1,7 +1,8 @@
 /**
- * The worker-thread path: with a threshold of one character, once the pool is ready every
- * uncached segment is encoded on a worker, with the same ids as the engine's; close() ends
- * the workers and later calls fail as `closed`.
+ * The worker-thread paths: with a threshold of one character, once the pool is ready every
+ * uncached segment is encoded on a worker; with whole requests off the thread (the
+ * gateway's default), every request is tokenized on a worker, a conversation on the same
+ * one. Both give the engine's ids; close() ends the workers and later calls fail as `closed`.
  */
 
 import { describe, expect, it } from "vitest";
@@ -14,6 +15,7 @@ describe("encode pool", () => {
       threads: 1,
       offThreadMinChars: 1,
       segmentCacheBytes: 0,
+      requestsOffThread: false,
     });
     const first = CORPUS[0]!;
     if (first.kind !== "completion") throw new Error("corpus starts with a completion");
@@ -38,4 +40,49 @@ describe("encode pool", () => {
     expect(t.poolState().started).toBe(0);
     await expect(t.tokenizeCompletion("x")).rejects.toMatchObject({ code: "closed" });
   });
+});
+
+describe("whole requests on the pool's threads", () => {
+  it("gives the engine's ids, the segment cache per thread, and the same errors", async () => {
+    // The gateway's defaults: every request goes whole to a worker once one is ready.
+    const t = await loadModelTokenizer(bundledQwen3Dir(), { threads: 2 });
+    t.warmThreads();
+    const deadline = Date.now() + 30_000;
+    while (t.poolState().ready < 2 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(t.poolState().ready).toBe(2);
+    const before = t.poolState().jobs;
+    for (const c of CORPUS) {
+      const r =
+        c.kind === "completion"
+          ? await t.tokenizeCompletion(c.prompt)
+          : await t.tokenizeChat(c.request);
+      expect(r.tokenIds, c.name).toEqual(GOLDEN.get(c.name)!.ids);
+    }
+    // Every request went to a worker; the event loop's own cache never saw one.
+    expect(t.poolState().jobs - before).toBe(CORPUS.length);
+    expect(t.cacheStats()?.entries).toBe(0);
+    // A conversation's later turn meets the worker that cached its earlier turns.
+    const turns = CORPUS.filter((c) => c.kind === "chat" && c.name.startsWith("chat-turn-"));
+    expect(turns.length).toBeGreaterThan(1);
+    for (const c of turns) {
+      if (c.kind !== "chat") continue;
+      const again = await t.tokenizeChat(c.request);
+      expect(again.cachedSegments, c.name).toBeGreaterThan(0);
+    }
+    // A request the template cannot render fails as on the event loop: `bad_request`.
+    const bad = { messages: [{ role: "user", content: 5 }] };
+    let onLoop: unknown = null;
+    try {
+      t.tokenizeChatSync(bad);
+    } catch (err) {
+      onLoop = err;
+    }
+    expect(onLoop).toMatchObject({ code: "bad_request" });
+    await expect(t.tokenizeChat(bad)).rejects.toMatchObject({ code: "bad_request" });
+    await t.close();
+    await expect(
+      t.tokenizeChat(turns[0]!.kind === "chat" ? turns[0]!.request : bad),
+    ).rejects.toMatchObject({ code: "closed" });
+  }, 120_000);
 });
