@@ -4,8 +4,9 @@
  *
  * 1. Added latency to the first byte: streaming completions with 8k-token prompts,
  *    sequential, each prompt sent to the worker directly, through the gateway, and
- *    through a floor proxy (`gateway-floor-proxy.ts`: forward and stream back, nothing
- *    else), the order rotating request by request (all see the same machine). Reported:
+ *    through two floor proxies (`gateway-floor-proxy.ts`: forward and stream back, nothing
+ *    else; with undici's `request` as the gateway, and with its leaner `dispatch`), the
+ *    order rotating request by request (all see the same machine). Reported:
  *    p50/p99 of each path's time to first body byte, the gateway's and the floor's
  *    differences to direct, the gateway's to the floor's, and the gateway's own time on
  *    each request's path as it reports it (`server-timing`: parsing, routing and sending
@@ -19,19 +20,24 @@
  *    The simulated worker caps near 100 req/s, so `gateway_rps` is measured in front of
  *    `--responders` low-CPU endpoints (`gateway-responder.ts`, one process, each
  *    publishing the KV events an engine would), with the CPU per chat of the gateway,
- *    the responders and this client over the loop (all share the 2 cores).
+ *    the responders and this client over the loop (all share the 2 cores), and the
+ *    gateway's main thread alone. `--rounds` rounds alternate the gateway as configured
+ *    by default (tokenizing on a worker thread), tokenization alone on one thread, and
+ *    the gateway tokenizing on its event loop (`gateway.tokenizerThreads: 0`); medians.
  *
  * 4. Tokenization (`gateway-chat.ts`): the gateway tokenizes with the bundled Qwen3 files
  *    (`gateway.tokenizers`). In this process: p50/p99 of an 8k-token chat whose history
  *    was seen and whose last user turn is new, the cold p99 (a conversation never seen),
- *    and tokenization-only throughput on one thread. Through the gateway: the same chats
+ *    and tokenization-only throughput on one thread (the gateway tokenizes on one worker
+ *    thread: the same count). Through the gateway: the same chats
  *    in a closed loop (`gateway_rps`), and gateway CPU per request for 8k- and 100k-token
  *    chats continuing a seen conversation, and for 100k-token chats never seen (cold).
  *
  * Parts 1–3 send token ids (the gateway uses them as given). The simulated worker uses
  * its stand-in tokenizer and prefills at 10^9 tokens/s so its time is not the figure.
  *
- *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192]
+ *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192
+ *                            --rounds 2 --only throughput]
  *
  * Long file: the parts are one run sharing its processes (fleet, floor proxy, responders)
  * and client helpers, and one JSON last line; the workloads (`gateway-chat.ts`) and the
@@ -356,35 +362,46 @@ async function main(): Promise<void> {
       await complete(gateway, p);
     }
 
-    const floorProc = spawn(
-      process.execPath,
-      [...process.execArgv, new URL("./gateway-floor-proxy.ts", import.meta.url).pathname, worker],
-      { stdio: ["ignore", "pipe", "inherit"] },
-    );
-    const floorPort = await new Promise<number>((resolve, reject) => {
-      floorProc.once("error", reject);
-      createInterface({ input: floorProc.stdout! }).once("line", (l) =>
-        resolve((JSON.parse(l) as { port: number }).port),
-      );
-    });
-    const floor = `http://127.0.0.1:${floorPort}`;
-    stopFloor = () => floorProc.kill("SIGTERM");
-    for (let i = 0; i < 50; i++) await complete(floor, body(prompt(PROMPT_TOKENS)));
+    const floorProcs: ReturnType<typeof spawn>[] = [];
+    stopFloor = () => {
+      for (const f of floorProcs) f.kill("SIGTERM");
+    };
+    const startFloor = async (mode: "request" | "dispatch") => {
+      const proxy = new URL("./gateway-floor-proxy.ts", import.meta.url).pathname;
+      const proc = spawn(process.execPath, [...process.execArgv, proxy, worker, mode], {
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      floorProcs.push(proc);
+      const port = await new Promise<number>((resolve, reject) => {
+        proc.once("error", reject);
+        createInterface({ input: proc.stdout! }).once("line", (l) =>
+          resolve((JSON.parse(l) as { port: number }).port),
+        );
+      });
+      const url = `http://127.0.0.1:${port}`;
+      for (let i = 0; i < 50; i++) await complete(url, body(prompt(PROMPT_TOKENS)));
+      return { url, pid: proc.pid! };
+    };
+    const floorProc = await startFloor("request");
+    const floor = floorProc.url;
+    const leanFloor = (await startFloor("dispatch")).url;
 
-    const paths = [worker, gateway, floor];
-    const times: number[][] = [[], [], []];
+    // Each prompt goes down every path, the order rotating (the worker caches it after
+    // the first: each path comes first as often).
+    const paths = [worker, gateway, floor, leanFloor];
+    const times: number[][] = paths.map(() => []);
     const own: number[] = [];
     for (let i = 0; i < PAIRS; i++) {
       const p = body(prompt(PROMPT_TOKENS));
-      for (let k = 0; k < 3; k++) {
-        const j = (i + k) % 3;
+      for (let k = 0; k < paths.length; k++) {
+        const j = (i + k) % paths.length;
         times[j]!.push(await complete(paths[j]!, p, "/v1/completions", own));
       }
     }
-    const [direct, via, viaFloor] = times as [number[], number[], number[]];
-    const floorCpuBefore = cpuSeconds(floorProc.pid!);
+    const [direct, via, viaFloor, viaLean] = times as [number[], number[], number[], number[]];
+    const floorCpuBefore = cpuSeconds(floorProc.pid);
     for (let i = 0; i < CPU_REQUESTS; i++) await complete(floor, body(prompt(PROMPT_TOKENS)));
-    const floorCpu = ((cpuSeconds(floorProc.pid!) - floorCpuBefore) * 1000) / CPU_REQUESTS;
+    const floorCpu = ((cpuSeconds(floorProc.pid) - floorCpuBefore) * 1000) / CPU_REQUESTS;
 
     const cpuRun = async (n: number, count: number) => {
       const payloads = Array.from({ length: count }, () => body(prompt(n)));
@@ -453,6 +470,8 @@ async function main(): Promise<void> {
       floor_added_p50_ms: r3(pct(viaFloor, 0.5) - pct(direct, 0.5)),
       floor_added_p99_ms: r3(pct(viaFloor, 0.99) - pct(direct, 0.99)),
       floor_cpu_ms_per_request: r3(floorCpu),
+      lean_floor_added_p50_ms: r3(pct(viaLean, 0.5) - pct(direct, 0.5)),
+      lean_floor_added_p99_ms: r3(pct(viaLean, 0.99) - pct(direct, 0.99)),
       gateway_over_floor_p50_ms: r3(pct(via, 0.5) - pct(viaFloor, 0.5)),
       gateway_over_floor_p99_ms: r3(pct(via, 0.99) - pct(viaFloor, 0.99)),
       gateway_own_p50_ms: r3(pct(own, 0.5)),
@@ -485,6 +504,7 @@ async function main(): Promise<void> {
         `  added                         ${out.added_p50_ms.toFixed(3).padStart(7)}  ${out.added_p99_ms.toFixed(3).padStart(7)}`,
         `  through the floor proxy       ${out.floor_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.floor_first_byte_p99_ms.toFixed(3).padStart(7)}`,
         `  added by the floor            ${out.floor_added_p50_ms.toFixed(3).padStart(7)}  ${out.floor_added_p99_ms.toFixed(3).padStart(7)}`,
+        `  added by the dispatch floor   ${out.lean_floor_added_p50_ms.toFixed(3).padStart(7)}  ${out.lean_floor_added_p99_ms.toFixed(3).padStart(7)}`,
         `  gateway over the floor        ${out.gateway_over_floor_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_over_floor_p99_ms.toFixed(3).padStart(7)}`,
         `  gateway's own time (header)   ${out.gateway_own_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_own_p99_ms.toFixed(3).padStart(7)}`,
         `gateway CPU per request, token ids: ${out.cpu_ms_per_request_8k_ids} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k_ids} ms (100k tokens); floor proxy ${out.floor_cpu_ms_per_request} ms`,
