@@ -48,6 +48,7 @@ function viaRequest(req: IncomingMessage, res: ServerResponse, body: Buffer): vo
 
 function viaDispatch(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
   const handler: Dispatcher.DispatchHandler = {
+    onRequestStart() {},
     onResponseStart(controller, status, headers) {
       res.writeHead(status, { "content-type": String(headers["content-type"]) });
       res.on("drain", () => controller.resume());

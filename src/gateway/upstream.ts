@@ -3,7 +3,9 @@
  * per worker origin, no per-request connection set-up), and waiting until the first body
  * byte: that is the point after which the gateway commits to this worker. Before it, a
  * connect error, a timeout or a 5xx/429 is an `UpstreamFailure` the caller may retry
- * elsewhere; after it, the body is handed over paused, for the relay to stream.
+ * elsewhere; after it, the body is handed over paused, for the relay to stream. Sent with
+ * undici's dispatch handler interface, so an answer's chunks reach the relay as callbacks
+ * (no promise, Readable stream or AbortController per request).
  */
 
 import { Agent, type Dispatcher } from "undici";
@@ -35,14 +37,32 @@ export interface UpstreamTimeouts {
   readonly idleMs: number;
 }
 
+/** Where the rest of a worker's answer goes once the gateway has committed to it. */
+export interface BodySink {
+  data(chunk: Buffer): void;
+  end(): void;
+  error(err: Error): void;
+}
+
+/** The rest of a worker's answer after its first chunk: paused until attached. */
+export interface UpstreamBody {
+  /** Deliver the rest to `sink`, what arrived meanwhile first (`resume()` to read on). */
+  attach(sink: BodySink): void;
+  /** Stop reading from the worker (backpressure reaches it through TCP). */
+  pause(): void;
+  resume(): void;
+  /** Abandon the answer: the connection to the worker is closed, the engine aborts. */
+  destroy(): void;
+}
+
 /** A worker's answer whose first body chunk has arrived; the rest waits, paused. */
 export interface UpstreamAnswer {
   readonly status: number;
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   /** The first body chunk (null: the body was empty). */
   readonly first: Buffer | null;
-  /** The rest of the body, paused; iterate or `on("data")` it. */
-  readonly body: NodeJS.ReadableStream & { destroy(err?: Error): void; resume(): unknown };
+  /** The rest of the body. */
+  readonly body: UpstreamBody;
   /** Whether the body already ended (everything was in `first`). */
   readonly ended: boolean;
   /** `performance.now()` when the first chunk (or the end) arrived. */
@@ -110,89 +130,37 @@ export class UpstreamClient {
    * POST `body` to `url`; resolves when the first body byte (or an empty body's end) has
    * arrived with a status below 500 other than 429. `signal` is the client's: when it
    * aborts, the attempt ends with `ClientGoneError` and the upstream request is cancelled.
+   * Sent with undici's handler interface (`dispatch`): the answer's chunks reach the
+   * relay as callbacks, with no promise or stream object per answer in between.
    */
-  async post(
+  post(
     url: string,
     headers: Record<string, string>,
     body: Buffer,
     timeouts: UpstreamTimeouts,
     signal: AbortSignal,
   ): Promise<UpstreamAnswer> {
-    if (signal.aborted) throw new ClientGoneError("client gone");
-    const ac = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      ac.abort();
-    }, timeouts.firstByteMs);
-    const onClientAbort = () => ac.abort();
-    signal.addEventListener("abort", onClientAbort, { once: true });
-    const cleanup = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", onClientAbort);
-    };
-    const classify = (err: unknown): Error => {
-      if (signal.aborted) return new ClientGoneError("client gone");
-      const code = codeOf(err);
-      if (timedOut || TIMEOUT_CODES.has(code)) {
-        return new UpstreamFailure(
-          "timeout",
-          `${url}: ${timedOut ? `no first byte within ${timeouts.firstByteMs} ms` : code}`,
-          null,
-          true,
-        );
-      }
-      if (CONNECT_CODES.has(code) || code === "") {
-        const msg = err instanceof Error ? err.message : String(err);
-        return new UpstreamFailure("connect", `${url}: ${code || msg}`, null, true, code);
-      }
-      return err instanceof Error ? err : new Error(String(err));
-    };
-    let res: Dispatcher.ResponseData;
-    try {
-      const { origin, path } = this.#target(url);
-      res = await this.agent.request({
-        origin,
-        path,
-        method: "POST",
-        headers,
-        body,
-        signal: ac.signal,
-        headersTimeout: timeouts.firstByteMs,
-        bodyTimeout: timeouts.idleMs,
-      });
-    } catch (err) {
-      cleanup();
-      throw classify(err);
-    }
-    const status = res.statusCode;
-    if (status >= 500 || status === 429) {
-      let text = "";
+    if (signal.aborted) return Promise.reject(new ClientGoneError("client gone"));
+    const { origin, path } = this.#target(url);
+    return new Promise((resolve, reject) => {
+      const call = new UpstreamCall(url, timeouts.firstByteMs, signal, resolve, reject);
       try {
-        for await (const chunk of res.body) {
-          if (text.length < ERROR_BODY_BYTES) text += String(chunk);
-        }
-      } catch {
-        // the status says enough
+        this.agent.dispatch(
+          {
+            origin,
+            path,
+            method: "POST",
+            headers,
+            body,
+            headersTimeout: timeouts.firstByteMs,
+            bodyTimeout: timeouts.idleMs,
+          },
+          call,
+        );
+      } catch (err) {
+        call.onResponseError(null, err as Error);
       }
-      cleanup();
-      throw new UpstreamFailure(
-        "status",
-        `${url}: HTTP ${status} ${text.slice(0, ERROR_BODY_BYTES)}`.trim(),
-        status,
-        status !== 429,
-      );
-    }
-    try {
-      const { first, ended } = await firstChunk(res.body);
-      const firstAt = performance.now();
-      cleanup();
-      return { status, headers: res.headers, first, body: res.body, ended, firstAt };
-    } catch (err) {
-      cleanup();
-      res.body.destroy();
-      throw classify(err);
-    }
+    });
   }
 
   close(): Promise<void> {
@@ -211,33 +179,172 @@ export class UpstreamClient {
   }
 }
 
-/** Wait for the first chunk (then pause) or the end of the stream. */
-function firstChunk(
-  body: NodeJS.ReadableStream,
-): Promise<{ first: Buffer | null; ended: boolean }> {
-  return new Promise((resolve, reject) => {
-    const onData = (c: Buffer) => {
-      done();
-      body.pause();
-      // Until the relay listens, an error (e.g. an abort) must not crash the process.
-      body.on("error", () => {});
-      resolve({ first: c, ended: false });
-    };
-    const onEnd = () => {
-      done();
-      resolve({ first: null, ended: true });
-    };
-    const onError = (err: Error) => {
-      done();
-      reject(err);
-    };
-    const done = () => {
-      body.off("data", onData);
-      body.off("end", onEnd);
-      body.off("error", onError);
-    };
-    body.on("data", onData);
-    body.on("end", onEnd);
-    body.on("error", onError);
-  });
+/**
+ * One attempt, as undici's dispatch handler: before the first body chunk it settles the
+ * attempt's promise (an answer, or a failure to classify); after it, it is the answer's
+ * body, pausing the worker's connection until the relay attaches and whenever the
+ * client's socket is full.
+ */
+class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
+  #controller: Dispatcher.DispatchController | null = null;
+  #status = 0;
+  #headers: Record<string, string | string[] | undefined> = {};
+  /** A 5xx/429 answer: its body is read (bounded) into the failure's message. */
+  #errorText: string | null = null;
+  #settled = false;
+  #timedOut = false;
+  readonly #timer: NodeJS.Timeout;
+  #sink: BodySink | null = null;
+  /** What arrived after the first chunk before the relay attached. */
+  #held: Buffer[] = [];
+  #end: { error: Error | null } | null = null;
+  #destroyed = false;
+
+  constructor(
+    readonly url: string,
+    readonly firstByteMs: number,
+    readonly signal: AbortSignal,
+    readonly resolve: (a: UpstreamAnswer) => void,
+    readonly reject: (e: Error) => void,
+  ) {
+    this.#timer = setTimeout(() => {
+      this.#timedOut = true;
+      this.#controller?.abort(new Error("first byte timeout"));
+    }, firstByteMs);
+    signal.addEventListener("abort", this.#onClientAbort, { once: true });
+  }
+
+  readonly #onClientAbort = () => this.#controller?.abort(new ClientGoneError("client gone"));
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.signal.aborted || this.#timedOut || this.#destroyed) {
+      controller.abort(new ClientGoneError("client gone"));
+    }
+  }
+
+  onResponseStart(
+    _c: Dispatcher.DispatchController,
+    status: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): void {
+    this.#status = status;
+    this.#headers = headers;
+    if (status >= 500 || status === 429) this.#errorText = "";
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#errorText !== null) {
+      if (this.#errorText.length < ERROR_BODY_BYTES) this.#errorText += chunk.toString("utf8");
+      return;
+    }
+    if (!this.#settled) {
+      // The gateway commits: the rest waits for the relay.
+      controller.pause();
+      this.#answer(chunk, false);
+      return;
+    }
+    if (this.#sink !== null) this.#sink.data(chunk);
+    else this.#held.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.#errorText !== null) {
+      const status = this.#status;
+      this.#fail(
+        new UpstreamFailure(
+          "status",
+          `${this.url}: HTTP ${status} ${this.#errorText.slice(0, ERROR_BODY_BYTES)}`.trim(),
+          status,
+          status !== 429,
+        ),
+      );
+      return;
+    }
+    if (!this.#settled) {
+      this.#answer(null, true);
+      return;
+    }
+    if (this.#sink !== null) this.#sink.end();
+    else this.#end = { error: null };
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController | null, err: Error): void {
+    if (!this.#settled) {
+      this.#fail(this.#classify(err));
+      return;
+    }
+    if (this.#destroyed) return;
+    if (this.#sink !== null) this.#sink.error(err);
+    else this.#end = { error: err };
+  }
+
+  attach(sink: BodySink): void {
+    this.#sink = sink;
+    const held = this.#held;
+    this.#held = [];
+    for (const c of held) sink.data(c);
+    const end = this.#end;
+    if (end !== null) {
+      if (end.error === null) sink.end();
+      else sink.error(end.error);
+    }
+  }
+
+  pause(): void {
+    this.#controller?.pause();
+  }
+
+  resume(): void {
+    this.#controller?.resume();
+  }
+
+  destroy(): void {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    this.#sink = null;
+    this.#controller?.abort(new ClientGoneError("client gone"));
+  }
+
+  #answer(first: Buffer | null, ended: boolean): void {
+    this.#settled = true;
+    this.#cleanup();
+    this.resolve({
+      status: this.#status,
+      headers: this.#headers,
+      first,
+      body: this,
+      ended,
+      firstAt: performance.now(),
+    });
+  }
+
+  #fail(err: Error): void {
+    this.#settled = true;
+    this.#cleanup();
+    this.reject(err);
+  }
+
+  #cleanup(): void {
+    clearTimeout(this.#timer);
+    this.signal.removeEventListener("abort", this.#onClientAbort);
+  }
+
+  #classify(err: unknown): Error {
+    if (this.signal.aborted) return new ClientGoneError("client gone");
+    const code = codeOf(err);
+    if (this.#timedOut || TIMEOUT_CODES.has(code)) {
+      return new UpstreamFailure(
+        "timeout",
+        `${this.url}: ${this.#timedOut ? `no first byte within ${this.firstByteMs} ms` : code}`,
+        null,
+        true,
+      );
+    }
+    if (CONNECT_CODES.has(code) || code === "") {
+      const msg = err instanceof Error ? err.message : String(err);
+      return new UpstreamFailure("connect", `${this.url}: ${code || msg}`, null, true, code);
+    }
+    return err instanceof Error ? err : new Error(String(err));
+  }
 }
