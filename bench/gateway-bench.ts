@@ -37,7 +37,7 @@
  * its stand-in tokenizer and prefills at 10^9 tokens/s so its time is not the figure.
  *
  *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192
- *                            --rounds 2 --only throughput]
+ *                            --rounds 3 --only throughput]
  *
  * Long file: the parts are one run sharing its processes (fleet, floor proxy, responders)
  * and client helpers, and one JSON last line; the workloads (`gateway-chat.ts`) and the
@@ -73,7 +73,7 @@ const PROMPT_TOKENS = arg("prompt-tokens", 8192);
 const RESPONDERS = arg("responders", 4);
 const MAX_TOKENS = 4;
 /** Throughput rounds: each runs the gateway with its tokenizer on a worker thread, then on the event loop. */
-const ROUNDS = arg("rounds", 2);
+const ROUNDS = arg("rounds", 3);
 /** `--only throughput`: just the chat loops in front of the responders and tokenization alone. */
 const ONLY = (() => {
   const i = process.argv.indexOf("--only");
@@ -276,7 +276,11 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
     tok.push(t.tokenize_only_rps);
     loop.push(await fastFleetThroughput(hs, { tokenizerThreads: 0 }, false));
   }
-  const med = (xs: number[]) => pct(xs, 0.5);
+  const med = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    const m = s.length >> 1;
+    return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+  };
   const pick = (rs: typeof pool, k: keyof (typeof pool)[number]) => med(rs.map((x) => x[k]));
   return {
     figures: figures!,
@@ -284,6 +288,7 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
       pool: pool.map((x) => Math.round(x.gatewayRps)),
       loop: loop.map((x) => Math.round(x.gatewayRps)),
       tokenize_only: tok,
+      ratio: pool.map((x, i) => r3(x.gatewayRps / tok[i]!)),
     },
     gatewayRps: pick(pool, "gatewayRps"),
     loopRps: pick(loop, "gatewayRps"),

@@ -31,13 +31,16 @@ export interface EncodeWorkerData {
   /** For request jobs: the segment cache bound and mode of the main thread's tokenizer. */
   readonly segmentCacheBytes: number;
   readonly mode: "auto" | "whole";
+  /** Whole requests will come: build their tokenizer before saying ready. */
+  readonly requests: boolean;
 }
 
 const port = parentPort!;
 const data = workerData as EncodeWorkerData;
 const files = loadModelFiles(data.dir);
 const encoder = new HfEncoder(files);
-// Lazily: a pool used only for large texts never pays the segment probe.
+// A pool used only for large texts never pays the segment probe; one that takes whole
+// requests pays it before it is ready, not on its first request.
 let whole: LocalTokenizer | null = null;
 const local = () => {
   whole ??= new LocalTokenizer(files, {
@@ -47,6 +50,7 @@ const local = () => {
   });
   return whole;
 };
+if (data.requests) local();
 port.postMessage({ ready: true });
 port.on("message", (job: EncodeJob) => {
   try {

@@ -87,7 +87,12 @@ export class LocalTokenizer implements PromptTokenizer {
     this.#pool =
       o.threads > 0
         ? new EncodePool(
-            { dir: files.dir, segmentCacheBytes: o.segmentCacheBytes, mode: o.mode },
+            {
+              dir: files.dir,
+              segmentCacheBytes: o.segmentCacheBytes,
+              mode: o.mode,
+              requests: o.requestsOffThread,
+            },
             o.threads,
           )
         : null;
