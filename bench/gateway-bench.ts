@@ -268,12 +268,14 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
   const pool: Awaited<ReturnType<typeof fastFleetThroughput>>[] = [];
   const loop: Awaited<ReturnType<typeof fastFleetThroughput>>[] = [];
   const tok: number[] = [];
+  const tokCpu: number[] = [];
   let figures: Awaited<ReturnType<typeof tokenizeFigures>> | null = null;
   for (let r = 0; r < ROUNDS; r++) {
     pool.push(await fastFleetThroughput(hs, {}, r === 0));
     const t = await tokenizeFigures(PROMPT_TOKENS, DURATION_S);
     figures ??= t;
     tok.push(t.tokenize_only_rps);
+    tokCpu.push(t.tokenize_only_cpu_ms);
     loop.push(await fastFleetThroughput(hs, { tokenizerThreads: 0 }, false));
   }
   const med = (xs: number[]) => {
@@ -293,6 +295,7 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
     gatewayRps: pick(pool, "gatewayRps"),
     loopRps: pick(loop, "gatewayRps"),
     tokenizeOnlyRps: med(tok),
+    tokenizeOnlyCpuMs: med(tokCpu),
     directRps: pool[0]!.directRps,
     gatewayCpuMs: pick(pool, "gatewayCpuMs"),
     gatewayMainCpuMs: pick(pool, "gatewayMainCpuMs"),
@@ -312,6 +315,10 @@ function throughputFields(t: Throughput) {
     tokenize_only_rps: Math.round(t.tokenizeOnlyRps),
     gateway_over_tokenize_only: r3(t.gatewayRps / t.tokenizeOnlyRps),
     gateway_rps_event_loop_tokenizer: Math.round(t.loopRps),
+    // CPU, not rates (steadier on a shared machine): what one core of event loop serves
+    // against what one core of tokenizer thread serves.
+    tokenize_only_cpu_ms_per_request: r3(t.tokenizeOnlyCpuMs),
+    event_loop_over_tokenizer_capacity: r3(t.tokenizeOnlyCpuMs / t.gatewayMainCpuMs),
     throughput_rounds: t.rounds,
     direct_responders_rps: Math.round(t.directRps),
     responders: RESPONDERS,

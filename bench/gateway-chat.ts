@@ -64,6 +64,8 @@ export interface TokenizeFigures {
   readonly tokenize_cold_p50_ms: number;
   readonly tokenize_cold_p99_ms: number;
   readonly tokenize_only_rps: number;
+  /** CPU of this process per tokenization in that loop (steadier than the rate on a busy machine). */
+  readonly tokenize_only_cpu_ms: number;
   /** The chat-template render alone (part of each tokenization), on the warm workload. */
   readonly render_p50_ms: number;
   readonly render_p99_ms: number;
@@ -115,12 +117,15 @@ export async function tokenizeFigures(tokens: number, seconds: number): Promise<
     const end = performance.now() + seconds * 1000;
     let done = 0;
     const start = performance.now();
+    const cpu0 = process.cpuUsage();
     while (performance.now() < end) {
       await one.tokenizeChat({ messages: withNewTurn(histories[done % histories.length]!) });
       done++;
     }
+    const cpu = process.cpuUsage(cpu0);
     const r1 = (x: number) => Math.round(x * 1000) / 1000;
     return {
+      tokenize_only_cpu_ms: r1((cpu.user + cpu.system) / 1000 / done),
       load_ms: Math.round(loadMs),
       prompt_tokens: promptTokens,
       tokenize_p50_ms: r1(pct(warm, 0.5)),

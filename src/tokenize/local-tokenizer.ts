@@ -141,7 +141,7 @@ export class LocalTokenizer implements PromptTokenizer {
     if (!this.#requestsOffThread || this.#pool === null) return null;
     const run = this.#pool.tryRun(job, hashKey(key));
     if (run === null) return null;
-    return run.then((r) => ({ tokenIds: Array.from(r.ids), cachedSegments: r.cached }));
+    return run.then((r) => ({ tokenIds: toArray(r.ids), cachedSegments: r.cached }));
   }
 
   /** The prompt text vLLM renders for a chat request. */
@@ -202,7 +202,7 @@ export class LocalTokenizer implements PromptTokenizer {
     if (this.mode === "whole") {
       const off =
         text.length >= this.#offThreadMinChars ? this.#pool?.tryEncode([text]) : undefined;
-      const ids = off ? Array.from((await off)[0]!) : this.#encoder.encode(text);
+      const ids = off ? toArray((await off)[0]!) : this.#encoder.encode(text);
       return { tokenIds: ids, cachedSegments: 0 };
     }
     const c = this.#collect(text);
@@ -275,6 +275,16 @@ function conversationKey(request: ChatRequestLike): string {
     return typeof c === "string" ? c.slice(0, 256) : (JSON.stringify(c) ?? "").slice(0, 256);
   }
   return "";
+}
+
+/**
+ * The ids as a plain array. A counted loop: `Array.from` on a typed array goes through the
+ * iterator protocol and was 7 % of the gateway's event loop (8.8k ids per chat).
+ */
+function toArray(ids: Int32Array): number[] {
+  const out = new Array<number>(ids.length);
+  for (let i = 0; i < ids.length; i++) out[i] = ids[i]!;
+  return out;
 }
 
 /** FNV-1a over the key's UTF-16 units: cheap, stable, spreads the keys. */
