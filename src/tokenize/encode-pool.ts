@@ -70,7 +70,17 @@ export class EncodePool {
         if ("error" in m) p?.reject(new TokenizeError(m.code ?? "bad_request", m.error));
         else p?.resolve({ ids: m.ids, cached: m.cached ?? 0 });
       });
-      worker.on("error", (err: unknown) => this.#failAll(err as Error));
+      // A worker that dies takes its jobs with it (they fail as `closed`: the caller routes
+      // them on load alone) and leaves the pool: the next call starts another, and the
+      // calls until it is ready tokenize on their own thread instead of waiting forever.
+      const lost = (err: Error) => {
+        const i = this.#slots.indexOf(slot);
+        if (i < 0) return;
+        this.#slots.splice(i, 1);
+        this.#failAll(err);
+      };
+      worker.on("error", (err: unknown) => lost(err as Error));
+      worker.on("exit", (code) => lost(new Error(`tokenizer thread exited (${code})`)));
       worker.unref();
       this.#slots.push(slot);
     }
