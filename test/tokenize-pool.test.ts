@@ -6,6 +6,7 @@
  */
 
 import { describe, expect, it } from "vitest";
+import { EncodePool } from "../src/tokenize/encode-pool.js";
 import { bundledQwen3Dir, loadModelTokenizer } from "../src/tokenize/index.js";
 import { CORPUS, GOLDEN } from "./tokenize-corpus.js";
 
@@ -85,4 +86,30 @@ describe("whole requests on the pool's threads", () => {
       t.tokenizeChat(turns[0]!.kind === "chat" ? turns[0]!.request : bad),
     ).rejects.toMatchObject({ code: "closed" });
   }, 120_000);
+});
+
+describe("a tokenizer thread that dies", () => {
+  it("fails its job as `closed` and leaves the pool, which starts another", async () => {
+    const dying = new URL("./fixtures/tokenize/dying-encode-worker.ts", import.meta.url);
+    const pool = new EncodePool(
+      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+      1,
+      dying,
+    );
+    try {
+      pool.warm();
+      const deadline = Date.now() + 30_000;
+      while (pool.state().ready === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      const job = pool.tryRun({ kind: "completion", prompt: "hello" }, 0);
+      expect(job).not.toBeNull();
+      await expect(job).rejects.toMatchObject({ code: "closed" });
+      expect(pool.state().started).toBe(0);
+      // The next call starts a replacement; until it is ready the caller tokenizes itself.
+      expect(pool.tryRun({ kind: "completion", prompt: "hello" }, 0)).toBeNull();
+      expect(pool.state().started).toBe(1);
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
 });

@@ -42,22 +42,25 @@ export interface RunResult {
 export class EncodePool {
   readonly #data: EncodeWorkerData;
   readonly #size: number;
+  readonly #workerUrl: URL;
   readonly #slots: Slot[] = [];
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
   #jobs = 0;
   #closed = false;
 
-  constructor(data: EncodeWorkerData, size: number) {
+  /** `workerUrl`: the thread's module (default `encode-worker`; tests give a failing one). */
+  constructor(data: EncodeWorkerData, size: number, workerUrl: URL = WORKER_URL) {
     this.#data = data;
     this.#size = size;
+    this.#workerUrl = workerUrl;
   }
 
   /** Starts the workers if they are not yet started (they load in the background). */
   warm(): void {
     if (this.#closed) return;
     while (this.#slots.length < this.#size) {
-      const worker = startWorkerThread(WORKER_URL, { workerData: this.#data });
+      const worker = startWorkerThread(this.#workerUrl, { workerData: this.#data });
       const slot: Slot = { worker, ready: false, busy: 0 };
       worker.on("message", (m: EncodeReply | { ready: true }) => {
         if ("ready" in m) {
