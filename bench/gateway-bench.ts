@@ -4,8 +4,9 @@
  *
  * 1. Added latency to the first byte: streaming completions with 8k-token prompts,
  *    sequential, each prompt sent to the worker directly, through the gateway, and
- *    through a floor proxy (`gateway-floor-proxy.ts`: forward and stream back, nothing
- *    else), the order rotating request by request (all see the same machine). Reported:
+ *    through two floor proxies (`gateway-floor-proxy.ts`: forward and stream back, nothing
+ *    else; with undici's `request` as the gateway, and with its leaner `dispatch`), the
+ *    order rotating request by request (all see the same machine). Reported:
  *    p50/p99 of each path's time to first body byte, the gateway's and the floor's
  *    differences to direct, the gateway's to the floor's, and the gateway's own time on
  *    each request's path as it reports it (`server-timing`: parsing, routing and sending
@@ -19,19 +20,24 @@
  *    The simulated worker caps near 100 req/s, so `gateway_rps` is measured in front of
  *    `--responders` low-CPU endpoints (`gateway-responder.ts`, one process, each
  *    publishing the KV events an engine would), with the CPU per chat of the gateway,
- *    the responders and this client over the loop (all share the 2 cores).
+ *    the responders and this client over the loop (all share the 2 cores), and the
+ *    gateway's main thread alone. `--rounds` rounds alternate the gateway as configured
+ *    by default (tokenizing on a worker thread), tokenization alone on one thread, and
+ *    the gateway tokenizing on its event loop (`gateway.tokenizerThreads: 0`); medians.
  *
  * 4. Tokenization (`gateway-chat.ts`): the gateway tokenizes with the bundled Qwen3 files
  *    (`gateway.tokenizers`). In this process: p50/p99 of an 8k-token chat whose history
  *    was seen and whose last user turn is new, the cold p99 (a conversation never seen),
- *    and tokenization-only throughput on one thread. Through the gateway: the same chats
+ *    and tokenization-only throughput on one thread (the gateway tokenizes on one worker
+ *    thread: the same count). Through the gateway: the same chats
  *    in a closed loop (`gateway_rps`), and gateway CPU per request for 8k- and 100k-token
  *    chats continuing a seen conversation, and for 100k-token chats never seen (cold).
  *
  * Parts 1–3 send token ids (the gateway uses them as given). The simulated worker uses
  * its stand-in tokenizer and prefills at 10^9 tokens/s so its time is not the figure.
  *
- *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192]
+ *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192
+ *                            --rounds 3 --only throughput]
  *
  * Long file: the parts are one run sharing its processes (fleet, floor proxy, responders)
  * and client helpers, and one JSON last line; the workloads (`gateway-chat.ts`) and the
@@ -66,6 +72,15 @@ const DURATION_S = arg("duration", 5);
 const PROMPT_TOKENS = arg("prompt-tokens", 8192);
 const RESPONDERS = arg("responders", 4);
 const MAX_TOKENS = 4;
+/** Throughput rounds: each runs the gateway with its tokenizer on a worker thread, then on the event loop. */
+const ROUNDS = arg("rounds", 3);
+/** `--only throughput`: just the chat loops in front of the responders and tokenization alone. */
+const ONLY = (() => {
+  const i = process.argv.indexOf("--only");
+  return i > 0 ? process.argv[i + 1] : undefined;
+})();
+/** `GATEWAY_BENCH_PROF=DIR`: the throughput part's gateways write a `--cpu-prof` there. */
+const PROF_DIR = process.env.GATEWAY_BENCH_PROF;
 
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
 
@@ -116,9 +131,10 @@ async function complete(
   return first;
 }
 
-/** CPU seconds (user + system) of a process so far. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+/** CPU seconds (user + system) of a process (or, with `tid`, one of its threads) so far. */
+function cpuSeconds(pid: number, tid?: number): number {
+  const path = tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`;
+  const stat = readFileSync(path, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   // utime and stime are fields 14 and 15 of stat(5), i.e. 11 and 12 after the name.
   return (Number(fields[11]) + Number(fields[12])) / 100;
@@ -169,9 +185,18 @@ async function chatLoop(bases: readonly string[], hs: readonly ChatMessage[][]):
  * through it and, for the ceiling of client + responders, directly. CPU per chat of each
  * process over the gateway loop is reported, since all share the 2 cores.
  */
-async function fastFleetThroughput(group: ChildGroup, hs: readonly ChatMessage[][]) {
+async function fastFleetThroughput(
+  hs: readonly ChatMessage[][],
+  gatewayOverrides: Readonly<Record<string, unknown>> = {},
+  withDirect = true,
+) {
   const dir = mkdtempSync(join(tmpdir(), "kvrouter-gw-bench-"));
   const tokensFile = join(dir, "tokens.json");
+  const routerGroup = new ChildGroup(
+    PROF_DIR === undefined
+      ? process.execArgv
+      : [...process.execArgv, "--cpu-prof", `--cpu-prof-dir=${PROF_DIR}`],
+  );
   writeFileSync(tokensFile, JSON.stringify(await historyTokenIds(hs)));
   const proc = spawn(
     process.execPath,
@@ -193,14 +218,20 @@ async function fastFleetThroughput(group: ChildGroup, hs: readonly ChatMessage[]
         else eps.push({ id: o.id, url: o.url, events: o.events, replay: null });
       });
     });
-    const router = await startRouter(group, dir, endpoints, 16);
+    const router = await startRouter(routerGroup, dir, endpoints, 16, gatewayOverrides);
     process.stderr.write(
       `gateway ${router.url} (pid ${router.pid}) before ${RESPONDERS} responders (pid ${proc.pid})\n`,
     );
-    for (const h of hs) {
-      await complete(router.url, chatBody(withNewTurn(h)), "/v1/chat/completions");
+    // Twice, the second time once the tokenizer's worker thread has surely loaded: its
+    // segment cache then holds every history, as in a gateway that has run for a while.
+    for (let round = 0; round < 2; round++) {
+      if (round === 1) await new Promise((r) => setTimeout(r, 2000));
+      for (const h of hs) {
+        await complete(router.url, chatBody(withNewTurn(h)), "/v1/chat/completions");
+      }
     }
     const before = {
+      gwMain: cpuSeconds(router.pid, router.pid),
       gw: cpuSeconds(router.pid),
       resp: cpuSeconds(proc.pid!),
       client: process.cpuUsage(),
@@ -210,16 +241,110 @@ async function fastFleetThroughput(group: ChildGroup, hs: readonly ChatMessage[]
     const client = process.cpuUsage(before.client);
     const perChat = (s: number) => (s * 1000) / n;
     const gatewayCpuMs = perChat(cpuSeconds(router.pid) - before.gw);
+    const gatewayMainCpuMs = perChat(cpuSeconds(router.pid, router.pid) - before.gwMain);
     const responderCpuMs = perChat(cpuSeconds(proc.pid!) - before.resp);
     const clientCpuMs = perChat((client.user + client.system) / 1e6);
-    const directRps = await chatLoop(
-      endpoints.map((e) => e.url),
-      hs,
-    );
-    return { gatewayRps, directRps, gatewayCpuMs, responderCpuMs, clientCpuMs };
+    const directRps = withDirect
+      ? await chatLoop(
+          endpoints.map((e) => e.url),
+          hs,
+        )
+      : Number.NaN;
+    return { gatewayRps, directRps, gatewayCpuMs, gatewayMainCpuMs, responderCpuMs, clientCpuMs };
   } finally {
+    await routerGroup.stopAll();
     proc.kill("SIGTERM");
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Throughput, variants alternating in `ROUNDS` rounds on the same machine: the gateway as
+ * configured by default (tokenizer on a worker thread), the gateway tokenizing on its
+ * event loop (`gateway.tokenizerThreads: 0`), and tokenization alone on one thread. The
+ * median of the rounds is reported for each.
+ */
+async function throughputRounds(hs: readonly ChatMessage[][]) {
+  const pool: Awaited<ReturnType<typeof fastFleetThroughput>>[] = [];
+  const loop: Awaited<ReturnType<typeof fastFleetThroughput>>[] = [];
+  const tok: number[] = [];
+  const tokCpu: number[] = [];
+  let figures: Awaited<ReturnType<typeof tokenizeFigures>> | null = null;
+  for (let r = 0; r < ROUNDS; r++) {
+    pool.push(await fastFleetThroughput(hs, {}, r === 0));
+    const t = await tokenizeFigures(PROMPT_TOKENS, DURATION_S);
+    figures ??= t;
+    tok.push(t.tokenize_only_rps);
+    tokCpu.push(t.tokenize_only_cpu_ms);
+    loop.push(await fastFleetThroughput(hs, { tokenizerThreads: 0 }, false));
+  }
+  const med = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    const m = s.length >> 1;
+    return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+  };
+  const pick = (rs: typeof pool, k: keyof (typeof pool)[number]) => med(rs.map((x) => x[k]));
+  return {
+    figures: figures!,
+    rounds: {
+      pool: pool.map((x) => Math.round(x.gatewayRps)),
+      loop: loop.map((x) => Math.round(x.gatewayRps)),
+      tokenize_only: tok,
+      ratio: pool.map((x, i) => r3(x.gatewayRps / tok[i]!)),
+    },
+    gatewayRps: pick(pool, "gatewayRps"),
+    loopRps: pick(loop, "gatewayRps"),
+    tokenizeOnlyRps: med(tok),
+    tokenizeOnlyCpuMs: med(tokCpu),
+    directRps: pool[0]!.directRps,
+    gatewayCpuMs: pick(pool, "gatewayCpuMs"),
+    gatewayMainCpuMs: pick(pool, "gatewayMainCpuMs"),
+    loopGatewayCpuMs: pick(loop, "gatewayCpuMs"),
+    loopGatewayMainCpuMs: pick(loop, "gatewayMainCpuMs"),
+    responderCpuMs: pick(pool, "responderCpuMs"),
+    clientCpuMs: pick(pool, "clientCpuMs"),
+  };
+}
+
+type Throughput = Awaited<ReturnType<typeof throughputRounds>>;
+
+/** The throughput part's JSON fields. */
+function throughputFields(t: Throughput) {
+  return {
+    gateway_rps: Math.round(t.gatewayRps),
+    tokenize_only_rps: Math.round(t.tokenizeOnlyRps),
+    gateway_over_tokenize_only: r3(t.gatewayRps / t.tokenizeOnlyRps),
+    gateway_rps_event_loop_tokenizer: Math.round(t.loopRps),
+    // CPU, not rates (steadier on a shared machine): what one core of event loop serves
+    // against what one core of tokenizer thread serves.
+    tokenize_only_cpu_ms_per_request: r3(t.tokenizeOnlyCpuMs),
+    event_loop_over_tokenizer_capacity: r3(t.tokenizeOnlyCpuMs / t.gatewayMainCpuMs),
+    throughput_rounds: t.rounds,
+    direct_responders_rps: Math.round(t.directRps),
+    responders: RESPONDERS,
+    loop_gateway_cpu_ms_per_request: r3(t.gatewayCpuMs),
+    loop_gateway_main_thread_cpu_ms_per_request: r3(t.gatewayMainCpuMs),
+    loop_event_loop_tokenizer_gateway_cpu_ms_per_request: r3(t.loopGatewayCpuMs),
+    loop_responders_cpu_ms_per_request: r3(t.responderCpuMs),
+    loop_client_cpu_ms_per_request: r3(t.clientCpuMs),
+  };
+}
+
+/** `--only throughput`: the chat loops in front of the responders, and tokenization alone. */
+async function throughputOnly(): Promise<void> {
+  try {
+    const hs = Array.from({ length: 16 }, (_, i) =>
+      history(500 + i + PROMPT_TOKENS, PROMPT_TOKENS),
+    );
+    const t = await throughputRounds(hs);
+    const out = {
+      bench: "gateway-throughput",
+      ...throughputFields(t),
+      loadavg_1m: r3(loadavg()[0]!),
+    };
+    process.stdout.write(`${JSON.stringify(out)}\n`);
+  } finally {
+    await agent.close();
   }
 }
 
@@ -249,35 +374,46 @@ async function main(): Promise<void> {
       await complete(gateway, p);
     }
 
-    const floorProc = spawn(
-      process.execPath,
-      [...process.execArgv, new URL("./gateway-floor-proxy.ts", import.meta.url).pathname, worker],
-      { stdio: ["ignore", "pipe", "inherit"] },
-    );
-    const floorPort = await new Promise<number>((resolve, reject) => {
-      floorProc.once("error", reject);
-      createInterface({ input: floorProc.stdout! }).once("line", (l) =>
-        resolve((JSON.parse(l) as { port: number }).port),
-      );
-    });
-    const floor = `http://127.0.0.1:${floorPort}`;
-    stopFloor = () => floorProc.kill("SIGTERM");
-    for (let i = 0; i < 50; i++) await complete(floor, body(prompt(PROMPT_TOKENS)));
+    const floorProcs: ReturnType<typeof spawn>[] = [];
+    stopFloor = () => {
+      for (const f of floorProcs) f.kill("SIGTERM");
+    };
+    const startFloor = async (mode: "request" | "dispatch") => {
+      const proxy = new URL("./gateway-floor-proxy.ts", import.meta.url).pathname;
+      const proc = spawn(process.execPath, [...process.execArgv, proxy, worker, mode], {
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      floorProcs.push(proc);
+      const port = await new Promise<number>((resolve, reject) => {
+        proc.once("error", reject);
+        createInterface({ input: proc.stdout! }).once("line", (l) =>
+          resolve((JSON.parse(l) as { port: number }).port),
+        );
+      });
+      const url = `http://127.0.0.1:${port}`;
+      for (let i = 0; i < 50; i++) await complete(url, body(prompt(PROMPT_TOKENS)));
+      return { url, pid: proc.pid! };
+    };
+    const floorProc = await startFloor("request");
+    const floor = floorProc.url;
+    const leanFloor = (await startFloor("dispatch")).url;
 
-    const paths = [worker, gateway, floor];
-    const times: number[][] = [[], [], []];
+    // Each prompt goes down every path, the order rotating (the worker caches it after
+    // the first: each path comes first as often).
+    const paths = [worker, gateway, floor, leanFloor];
+    const times: number[][] = paths.map(() => []);
     const own: number[] = [];
     for (let i = 0; i < PAIRS; i++) {
       const p = body(prompt(PROMPT_TOKENS));
-      for (let k = 0; k < 3; k++) {
-        const j = (i + k) % 3;
+      for (let k = 0; k < paths.length; k++) {
+        const j = (i + k) % paths.length;
         times[j]!.push(await complete(paths[j]!, p, "/v1/completions", own));
       }
     }
-    const [direct, via, viaFloor] = times as [number[], number[], number[]];
-    const floorCpuBefore = cpuSeconds(floorProc.pid!);
+    const [direct, via, viaFloor, viaLean] = times as [number[], number[], number[], number[]];
+    const floorCpuBefore = cpuSeconds(floorProc.pid);
     for (let i = 0; i < CPU_REQUESTS; i++) await complete(floor, body(prompt(PROMPT_TOKENS)));
-    const floorCpu = ((cpuSeconds(floorProc.pid!) - floorCpuBefore) * 1000) / CPU_REQUESTS;
+    const floorCpu = ((cpuSeconds(floorProc.pid) - floorCpuBefore) * 1000) / CPU_REQUESTS;
 
     const cpuRun = async (n: number, count: number) => {
       const payloads = Array.from({ length: count }, () => body(prompt(n)));
@@ -328,8 +464,8 @@ async function main(): Promise<void> {
       }),
     );
     const gatewaySimRps = chats / DURATION_S;
-    const fast = await fastFleetThroughput(group, hs8k);
-    const tok = await tokenizeFigures(PROMPT_TOKENS, DURATION_S);
+    const fast = await throughputRounds(hs8k);
+    const tok = fast.figures;
 
     const out = {
       bench: "gateway",
@@ -346,6 +482,8 @@ async function main(): Promise<void> {
       floor_added_p50_ms: r3(pct(viaFloor, 0.5) - pct(direct, 0.5)),
       floor_added_p99_ms: r3(pct(viaFloor, 0.99) - pct(direct, 0.99)),
       floor_cpu_ms_per_request: r3(floorCpu),
+      lean_floor_added_p50_ms: r3(pct(viaLean, 0.5) - pct(direct, 0.5)),
+      lean_floor_added_p99_ms: r3(pct(viaLean, 0.99) - pct(direct, 0.99)),
       gateway_over_floor_p50_ms: r3(pct(via, 0.5) - pct(viaFloor, 0.5)),
       gateway_over_floor_p99_ms: r3(pct(via, 0.99) - pct(viaFloor, 0.99)),
       gateway_own_p50_ms: r3(pct(own, 0.5)),
@@ -356,15 +494,9 @@ async function main(): Promise<void> {
       tokenize_p99_ms: tok.tokenize_p99_ms,
       tokenize_cold_p50_ms: tok.tokenize_cold_p50_ms,
       tokenize_cold_p99_ms: tok.tokenize_cold_p99_ms,
-      tokenize_only_rps: tok.tokenize_only_rps,
       render_p50_ms: tok.render_p50_ms,
       render_p99_ms: tok.render_p99_ms,
-      gateway_rps: Math.round(fast.gatewayRps),
-      direct_responders_rps: Math.round(fast.directRps),
-      responders: RESPONDERS,
-      loop_gateway_cpu_ms_per_request: r3(fast.gatewayCpuMs),
-      loop_responders_cpu_ms_per_request: r3(fast.responderCpuMs),
-      loop_client_cpu_ms_per_request: r3(fast.clientCpuMs),
+      ...throughputFields(fast),
       gateway_sim_chat_rps: Math.round(gatewaySimRps),
       gateway_ids_rps: Math.round(gatewayIdsRps),
       direct_rps: Math.round(directRps),
@@ -384,13 +516,14 @@ async function main(): Promise<void> {
         `  added                         ${out.added_p50_ms.toFixed(3).padStart(7)}  ${out.added_p99_ms.toFixed(3).padStart(7)}`,
         `  through the floor proxy       ${out.floor_first_byte_p50_ms.toFixed(3).padStart(7)}  ${out.floor_first_byte_p99_ms.toFixed(3).padStart(7)}`,
         `  added by the floor            ${out.floor_added_p50_ms.toFixed(3).padStart(7)}  ${out.floor_added_p99_ms.toFixed(3).padStart(7)}`,
+        `  added by the dispatch floor   ${out.lean_floor_added_p50_ms.toFixed(3).padStart(7)}  ${out.lean_floor_added_p99_ms.toFixed(3).padStart(7)}`,
         `  gateway over the floor        ${out.gateway_over_floor_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_over_floor_p99_ms.toFixed(3).padStart(7)}`,
         `  gateway's own time (header)   ${out.gateway_own_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_own_p99_ms.toFixed(3).padStart(7)}`,
         `gateway CPU per request, token ids: ${out.cpu_ms_per_request_8k_ids} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k_ids} ms (100k tokens); floor proxy ${out.floor_cpu_ms_per_request} ms`,
         `gateway CPU per chat continuing a seen conversation: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k); never seen 100k: ${out.cpu_ms_per_request_100k_cold} ms`,
-        `tokenization alone (${out.chat_prompt_tokens}-token chat, new last turn): p50 ${out.tokenize_p50_ms} ms p99 ${out.tokenize_p99_ms} ms; cold p50 ${out.tokenize_cold_p50_ms} p99 ${out.tokenize_cold_p99_ms} ms; ${out.tokenize_only_rps} req/s on one thread (load ${out.tokenizer_load_ms} ms); chat-template render alone p50 ${out.render_p50_ms} p99 ${out.render_p99_ms} ms`,
+        `tokenization alone (${out.chat_prompt_tokens}-token chat, new last turn): p50 ${out.tokenize_p50_ms} ms p99 ${out.tokenize_p99_ms} ms; cold p50 ${out.tokenize_cold_p50_ms} p99 ${out.tokenize_cold_p99_ms} ms; ${tok.tokenize_only_rps} req/s on one thread (load ${out.tokenizer_load_ms} ms); chat-template render alone p50 ${out.render_p50_ms} p99 ${out.render_p99_ms} ms`,
         `closed loop, ${CONCURRENCY} clients, one simulated worker: ${out.gateway_sim_chat_rps} chats/s through the gateway (${out.gateway_ids_rps} req/s with token ids), ${out.direct_rps} req/s direct`,
-        `closed loop, ${CONCURRENCY} clients, ${RESPONDERS} low-CPU responders: ${out.gateway_rps} chats/s through the gateway (${out.direct_responders_rps}/s direct to the responders); CPU per chat: gateway ${out.loop_gateway_cpu_ms_per_request} ms, responders ${out.loop_responders_cpu_ms_per_request} ms, client ${out.loop_client_cpu_ms_per_request} ms; gateway ${(out.gateway_rps / out.tokenize_only_rps).toFixed(2)} × tokenization-only`,
+        `closed loop, ${CONCURRENCY} clients, ${RESPONDERS} low-CPU responders: ${out.gateway_rps} chats/s through the gateway (${out.direct_responders_rps}/s direct to the responders); CPU per chat: gateway ${out.loop_gateway_cpu_ms_per_request} ms (main thread ${out.loop_gateway_main_thread_cpu_ms_per_request}), responders ${out.loop_responders_cpu_ms_per_request} ms, client ${out.loop_client_cpu_ms_per_request} ms; gateway ${out.gateway_over_tokenize_only} × tokenization-only (${out.tokenize_only_rps}/s, median of ${ROUNDS} rounds); tokenizing on the event loop: ${out.gateway_rps_event_loop_tokenizer} chats/s`,
         `load average (1 min): ${out.loadavg_1m}`,
         JSON.stringify(out),
         "",
@@ -404,4 +537,5 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+if (ONLY === "throughput") await throughputOnly();
+else await main();

@@ -2,45 +2,85 @@
  * The floor for `bench:gateway`: the least an HTTP proxy written in Node does — receive
  * the body, forward it with undici's pooled Agent, stream the answer back with
  * backpressure — and nothing else (no parsing, routing, retries or bookkeeping). Run as
- * a child process by the benchmark: `node bench/gateway-floor-proxy.ts <worker url>`;
- * prints `{"port": N}` when listening.
+ * a child process by the benchmark: `node bench/gateway-floor-proxy.ts <worker url> [mode]`;
+ * prints `{"port": N}` when listening. Modes: `request` (undici's `request`: a promise and
+ * a Readable body per answer, as the gateway forwards today) and `dispatch` (undici's
+ * handler interface: the answer's chunks arrive as callbacks, written straight to the
+ * client, no stream object in between; backpressure pauses the upstream controller).
  */
 
-import { createServer } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Agent, request } from "undici";
+import { Agent, type Dispatcher, request } from "undici";
 
 const target = process.argv[2];
-if (target === undefined) throw new Error("usage: gateway-floor-proxy <worker url>");
+const mode = process.argv[3] ?? "request";
+if (target === undefined || (mode !== "request" && mode !== "dispatch")) {
+  throw new Error("usage: gateway-floor-proxy <worker url> [request|dispatch]");
+}
 const agent = new Agent({ keepAliveTimeout: 4000 });
+const HEADERS = { "content-type": "application/json" };
 
+function viaRequest(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
+  request(`${target}${req.url}`, {
+    dispatcher: agent,
+    method: "POST",
+    headers: HEADERS,
+    body,
+  }).then(
+    (up) => {
+      res.writeHead(up.statusCode, { "content-type": String(up.headers["content-type"]) });
+      up.body.on("data", (c: Buffer) => {
+        if (!res.write(c)) {
+          up.body.pause();
+          res.once("drain", () => up.body.resume());
+        }
+      });
+      up.body.on("end", () => res.end());
+      res.on("close", () => up.body.destroy());
+    },
+    (err: unknown) => {
+      res.writeHead(502);
+      res.end(String(err));
+    },
+  );
+}
+
+function viaDispatch(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart() {},
+    onResponseStart(controller, status, headers) {
+      res.writeHead(status, { "content-type": String(headers["content-type"]) });
+      res.on("drain", () => controller.resume());
+      res.on("close", () => {
+        if (!res.writableFinished) controller.abort(new Error("client gone"));
+      });
+    },
+    onResponseData(controller, chunk) {
+      if (!res.write(chunk)) controller.pause();
+    },
+    onResponseEnd() {
+      res.end();
+    },
+    onResponseError(_controller, err) {
+      if (res.headersSent) res.destroy(err);
+      else {
+        res.writeHead(502);
+        res.end(String(err));
+      }
+    },
+  };
+  agent.dispatch(
+    { origin: target!, path: req.url ?? "/", method: "POST", headers: HEADERS, body },
+    handler,
+  );
+}
+
+const forward = mode === "dispatch" ? viaDispatch : viaRequest;
 const server = createServer((req, res) => {
   const parts: Buffer[] = [];
   req.on("data", (c: Buffer) => parts.push(c));
-  req.on("end", () => {
-    request(`${target}${req.url}`, {
-      dispatcher: agent,
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: Buffer.concat(parts),
-    }).then(
-      (up) => {
-        res.writeHead(up.statusCode, { "content-type": String(up.headers["content-type"]) });
-        up.body.on("data", (c: Buffer) => {
-          if (!res.write(c)) {
-            up.body.pause();
-            res.once("drain", () => up.body.resume());
-          }
-        });
-        up.body.on("end", () => res.end());
-        res.on("close", () => up.body.destroy());
-      },
-      (err: unknown) => {
-        res.writeHead(502);
-        res.end(String(err));
-      },
-    );
-  });
+  req.on("end", () => forward(req, res, Buffer.concat(parts)));
 });
 server.listen(0, "127.0.0.1", () => {
   process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);

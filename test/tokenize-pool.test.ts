@@ -1,10 +1,12 @@
 /**
- * The worker-thread path: with a threshold of one character, once the pool is ready every
- * uncached segment is encoded on a worker, with the same ids as the engine's; close() ends
- * the workers and later calls fail as `closed`.
+ * The worker-thread paths: with a threshold of one character, once the pool is ready every
+ * uncached segment is encoded on a worker; with whole requests off the thread (the
+ * gateway's default), every request is tokenized on a worker, a conversation on the same
+ * one. Both give the engine's ids; close() ends the workers and later calls fail as `closed`.
  */
 
 import { describe, expect, it } from "vitest";
+import { EncodePool } from "../src/tokenize/encode-pool.js";
 import { bundledQwen3Dir, loadModelTokenizer } from "../src/tokenize/index.js";
 import { CORPUS, GOLDEN } from "./tokenize-corpus.js";
 
@@ -14,6 +16,7 @@ describe("encode pool", () => {
       threads: 1,
       offThreadMinChars: 1,
       segmentCacheBytes: 0,
+      requestsOffThread: false,
     });
     const first = CORPUS[0]!;
     if (first.kind !== "completion") throw new Error("corpus starts with a completion");
@@ -38,4 +41,75 @@ describe("encode pool", () => {
     expect(t.poolState().started).toBe(0);
     await expect(t.tokenizeCompletion("x")).rejects.toMatchObject({ code: "closed" });
   });
+});
+
+describe("whole requests on the pool's threads", () => {
+  it("gives the engine's ids, the segment cache per thread, and the same errors", async () => {
+    // The gateway's defaults: every request goes whole to a worker once one is ready.
+    const t = await loadModelTokenizer(bundledQwen3Dir(), { threads: 2 });
+    t.warmThreads();
+    const deadline = Date.now() + 30_000;
+    while (t.poolState().ready < 2 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(t.poolState().ready).toBe(2);
+    const before = t.poolState().jobs;
+    for (const c of CORPUS) {
+      const r =
+        c.kind === "completion"
+          ? await t.tokenizeCompletion(c.prompt)
+          : await t.tokenizeChat(c.request);
+      expect(r.tokenIds, c.name).toEqual(GOLDEN.get(c.name)!.ids);
+    }
+    // Every request went to a worker; the event loop's own cache never saw one.
+    expect(t.poolState().jobs - before).toBe(CORPUS.length);
+    expect(t.cacheStats()?.entries).toBe(0);
+    // A conversation's later turn meets the worker that cached its earlier turns.
+    const turns = CORPUS.filter((c) => c.kind === "chat" && c.name.startsWith("chat-turn-"));
+    expect(turns.length).toBeGreaterThan(1);
+    for (const c of turns) {
+      if (c.kind !== "chat") continue;
+      const again = await t.tokenizeChat(c.request);
+      expect(again.cachedSegments, c.name).toBeGreaterThan(0);
+    }
+    // A request the template cannot render fails as on the event loop: `bad_request`.
+    const bad = { messages: [{ role: "user", content: 5 }] };
+    let onLoop: unknown = null;
+    try {
+      t.tokenizeChatSync(bad);
+    } catch (err) {
+      onLoop = err;
+    }
+    expect(onLoop).toMatchObject({ code: "bad_request" });
+    await expect(t.tokenizeChat(bad)).rejects.toMatchObject({ code: "bad_request" });
+    await t.close();
+    await expect(
+      t.tokenizeChat(turns[0]!.kind === "chat" ? turns[0]!.request : bad),
+    ).rejects.toMatchObject({ code: "closed" });
+  }, 120_000);
+});
+
+describe("a tokenizer thread that dies", () => {
+  it("fails its job as `closed` and leaves the pool, which starts another", async () => {
+    const dying = new URL("./fixtures/tokenize/dying-encode-worker.ts", import.meta.url);
+    const pool = new EncodePool(
+      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+      1,
+      dying,
+    );
+    try {
+      pool.warm();
+      const deadline = Date.now() + 30_000;
+      while (pool.state().ready === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      const job = pool.tryRun({ kind: "completion", prompt: "hello" }, 0);
+      expect(job).not.toBeNull();
+      await expect(job).rejects.toMatchObject({ code: "closed" });
+      expect(pool.state().started).toBe(0);
+      // The next call starts a replacement; until it is ready the caller tokenizes itself.
+      expect(pool.tryRun({ kind: "completion", prompt: "hello" }, 0)).toBeNull();
+      expect(pool.state().started).toBe(1);
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
 });

@@ -111,6 +111,13 @@ export const GATEWAY_FIELDS = {
     default: null,
     doc: "local tokenizers, `MODEL=DIR` pairs separated by commas (a bare `DIR` serves every other model); DIR holds the model's tokenizer.json + tokenizer_config.json, as given to vLLM's --tokenizer. Models without one tokenize through a worker's /tokenize",
   },
+  tokenizerThreads: {
+    kind: "int",
+    min: 0,
+    max: 64,
+    default: 1,
+    doc: "worker threads per local tokenizer: each request is tokenized whole (chat template, segment cache, encoding) on one of them, off the event loop, a conversation's turns always on the same one; 0 = on the event loop",
+  },
   tokenizeTimeoutMs: {
     kind: "int",
     min: 1,

@@ -172,6 +172,7 @@ export interface GatewayConfig {
   readonly queueTimeoutMs: number;
   /** `gateway.tokenizers` as given; parsed by `parseTokenizerSpecs`. */
   readonly tokenizers: string | null;
+  readonly tokenizerThreads: number;
   readonly tokenizeTimeoutMs: number;
   readonly streamUsage: boolean;
   readonly predictionWarnRatio: number;

@@ -129,13 +129,15 @@ export async function startRouter(
   dir: string,
   workers: readonly FleetWorkerEndpoints[],
   blockSize: number,
+  /** `gateway` settings over the demo's (benchmarks compare variants). */
+  gatewayOverrides: Readonly<Record<string, unknown>> = {},
 ): Promise<{ url: string; pid: number }> {
   const count = workers.length;
   const base = parseYaml(await readFile(DEMO_CONFIG_PATH, "utf8")) as Record<string, unknown>;
   const gateway = (base.gateway ?? {}) as Record<string, unknown>;
   const config = {
     ...base,
-    gateway: { ...gateway, tokenizers: `sim-model=${bundledQwen3Dir()}` },
+    gateway: { ...gateway, tokenizers: `sim-model=${bundledQwen3Dir()}`, ...gatewayOverrides },
     workers: workers.map((w) => ({
       id: w.id,
       url: w.url,

@@ -64,9 +64,6 @@ export function relay(
     const finish = (end: RelayEnd) => {
       if (finished) return;
       finished = true;
-      body.off("data", onData);
-      body.off("end", onEnd);
-      body.off("error", onError);
       res.off("close", onClose);
       res.off("drain", onDrain);
       resolve(end);
@@ -84,14 +81,15 @@ export function relay(
         res.once("drain", onDrain);
       }
     };
-    const onData = (chunk: Buffer) => write(chunk);
     const onEnd = () => {
+      if (finished) return;
       const rest = filter?.flush();
       if (rest !== undefined && rest.length > 0) res.write(rest);
       res.end();
       finish({ kind: "complete" });
     };
     const onError = (error: Error) => {
+      if (finished) return;
       // After the first byte nothing is retried: the client sees the stream cut.
       res.destroy(error);
       finish({ kind: "upstream_error", error });
@@ -108,15 +106,19 @@ export function relay(
     }
     res.writeHead(answer.status, headers);
     if (answer.first !== null) write(answer.first);
-    // The end may already have been emitted while nobody listened (a body that fit in
-    // its first chunk ends right after it, pause or not).
-    if (answer.ended || (body as { readableEnded?: boolean }).readableEnded === true) {
+    if (answer.ended) {
       onEnd();
       return;
     }
-    body.on("data", onData);
-    body.on("end", onEnd);
-    body.on("error", onError);
-    if (!draining) body.resume();
+    // The chunks that arrived meanwhile come first, then reading resumes (unless the
+    // client's socket is already full: the drain resumes it).
+    body.attach({
+      data: (chunk) => {
+        if (!finished) write(chunk);
+      },
+      end: onEnd,
+      error: onError,
+    });
+    if (!finished && !draining) body.resume();
   });
 }

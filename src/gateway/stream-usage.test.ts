@@ -43,6 +43,17 @@ describe("UsageChunkFilter", () => {
     }
   });
 
+  it("passes a chunk of whole events without usage on as the same buffer, undecoded", () => {
+    const f = new UsageChunkFilter();
+    const chunk = Buffer.from(events[1]! + events[3]!);
+    expect(f.push(chunk)).toBe(chunk);
+    // A character cut in two inside a held-back event comes out whole.
+    const e = Buffer.from(events[0]!);
+    const cut = e.indexOf("é") + 1;
+    const out = Buffer.concat([f.push(e.subarray(0, cut)), f.push(e.subarray(cut)), f.flush()]);
+    expect(out.toString()).toBe(events[0]);
+  });
+
   it("releases each complete event at once", () => {
     const f = new UsageChunkFilter();
     expect(f.push(Buffer.from(events[0]!)).toString()).toBe(events[0]);

@@ -5,8 +5,6 @@
  * receives, so the client sees exactly the stream it asked for.
  */
 
-import { StringDecoder } from "node:string_decoder";
-
 const INCLUDE_USAGE = Buffer.from('"stream_options":{"include_usage":true},');
 
 /**
@@ -53,33 +51,47 @@ function isUsageOnly(event: string): boolean {
   }
 }
 
+const EVENT_END = Buffer.from("\n\n");
+const USAGE_KEY = Buffer.from('"usage"');
+const EMPTY = Buffer.alloc(0);
+
 /**
  * Drops usage-only events from a server-sent-event stream, passing every other byte as it
  * came. Complete events are released as soon as their blank line arrives; a partial event
- * waits for the rest (events are small: one token's chunk).
+ * waits for the rest (events are small: one token's chunk). Bytes are never decoded unless
+ * an event mentions `"usage"`: a chunk of whole events without it (the usual case: an
+ * engine writes one event at a time) is passed on as the same buffer.
  */
 export class UsageChunkFilter {
-  #pending = "";
-  // A character split across chunks is completed before it is re-encoded.
-  readonly #decoder = new StringDecoder("utf8");
+  #pending: Buffer = EMPTY;
 
   push(chunk: Buffer): Buffer {
-    const text = this.#pending + this.#decoder.write(chunk);
-    let out = "";
-    let start = 0;
-    for (let end = text.indexOf("\n\n", start); end >= 0; end = text.indexOf("\n\n", start)) {
-      const event = text.slice(start, end + 2);
-      if (!isUsageOnly(event)) out += event;
-      start = end + 2;
+    const data = this.#pending.length === 0 ? chunk : Buffer.concat([this.#pending, chunk]);
+    const last = data.lastIndexOf(EVENT_END);
+    if (last < 0) {
+      this.#pending = Buffer.from(data);
+      return EMPTY;
     }
-    this.#pending = text.slice(start);
-    return Buffer.from(out, "utf8");
+    const end = last + 2;
+    // A split event (never a split character: the cut is at a newline) waits for its rest.
+    this.#pending = end === data.length ? EMPTY : Buffer.from(data.subarray(end));
+    const whole = end === data.length ? data : data.subarray(0, end);
+    if (whole.indexOf(USAGE_KEY) < 0) return whole;
+    const kept: Buffer[] = [];
+    let start = 0;
+    for (let e = whole.indexOf(EVENT_END, start); e >= 0; e = whole.indexOf(EVENT_END, start)) {
+      const event = whole.subarray(start, e + 2);
+      if (event.indexOf(USAGE_KEY) < 0 || !isUsageOnly(event.toString("utf8"))) kept.push(event);
+      start = e + 2;
+    }
+    return kept.length === 1 ? kept[0]! : Buffer.concat(kept);
   }
 
   /** What is left at the end of the stream (an unterminated event passes as it is). */
   flush(): Buffer {
-    const rest = this.#pending + this.#decoder.end();
-    this.#pending = "";
-    return Buffer.from(isUsageOnly(rest) ? "" : rest, "utf8");
+    const rest = this.#pending;
+    this.#pending = EMPTY;
+    if (rest.indexOf(USAGE_KEY) >= 0 && isUsageOnly(rest.toString("utf8"))) return EMPTY;
+    return rest;
   }
 }

@@ -27,9 +27,14 @@ export interface GatewayTokenizersOptions {
   readonly healthy: (workerId: string) => boolean;
 }
 
-/** Load every configured model directory; throws naming the key, the model and the file. */
+/**
+ * Load every configured model directory and start its tokenizer threads; throws naming
+ * the key, the model and the file.
+ */
 export async function loadLocalTokenizers(
   specs: readonly TokenizerSpec[],
+  /** `gateway.tokenizerThreads`: worker threads per tokenizer (0: the event loop). */
+  threads = 1,
 ): Promise<Map<string | null, LocalTokenizer>> {
   const out = new Map<string | null, LocalTokenizer>();
   try {
@@ -38,7 +43,10 @@ export async function loadLocalTokenizers(
       try {
         out.set(
           s.model,
-          await loadModelTokenizer(s.dir, name === undefined ? {} : { model: name }),
+          await loadModelTokenizer(
+            s.dir,
+            name === undefined ? { threads } : { model: name, threads },
+          ),
         );
       } catch (err) {
         const which = s.model === null ? "default tokenizer" : `model ${JSON.stringify(s.model)}`;
@@ -49,6 +57,8 @@ export async function loadLocalTokenizers(
     await Promise.all([...out.values()].map((t) => t.close()));
     throw err;
   }
+  // The worker threads load while the service starts, not on the first requests.
+  for (const t of out.values()) t.warmThreads();
   return out;
 }
 

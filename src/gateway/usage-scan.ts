@@ -2,11 +2,12 @@
  * Reading the engine's `usage.prompt_tokens_details.cached_tokens` out of an answer the
  * gateway relays unchanged: for a JSON answer, from the whole body (bounded); for a
  * server-sent-event stream, from the `data:` lines that carry a usage object (vLLM sends
- * it in the final chunk when `stream_options.include_usage` is set). Lines without
- * `"usage"` are never parsed, so scanning costs one `indexOf` per event.
+ * it in the final chunk when `stream_options.include_usage` is set). Bytes without
+ * `"usage"` are never decoded or parsed, so scanning a chunk costs a byte search.
  */
 
-import { StringDecoder } from "node:string_decoder";
+const NEWLINE = 0x0a;
+const USAGE_KEY = Buffer.from('"usage"');
 
 /** Largest JSON answer kept to read its usage (bigger answers are relayed, not checked). */
 const MAX_JSON_BYTES = 4 * 1024 * 1024;
@@ -32,8 +33,8 @@ export class UsageScanner {
   readonly #sse: boolean;
   #parts: Buffer[] = [];
   #bytes = 0;
-  #tail = "";
-  readonly #decoder = new StringDecoder("utf8");
+  /** The stream's bytes after its last newline (a line still arriving). */
+  #tail: Buffer = Buffer.alloc(0);
   #found: UsageFound | null = null;
 
   constructor(contentType: string | undefined) {
@@ -47,14 +48,18 @@ export class UsageScanner {
       else this.#parts = [];
       return;
     }
-    const text = this.#tail + this.#decoder.write(chunk);
-    let start = 0;
-    for (let nl = text.indexOf("\n", start); nl >= 0; nl = text.indexOf("\n", start)) {
-      this.#line(text.slice(start, nl));
-      start = nl + 1;
+    const data = this.#tail.length === 0 ? chunk : Buffer.concat([this.#tail, chunk]);
+    const last = data.lastIndexOf(NEWLINE);
+    if (last < 0) {
+      this.#tail = data.length > MAX_JSON_BYTES ? Buffer.alloc(0) : Buffer.from(data);
+      return;
     }
-    this.#tail = text.slice(start);
-    if (this.#tail.length > MAX_JSON_BYTES) this.#tail = "";
+    // Complete lines: decoded only when one of them mentions usage (once per stream).
+    if (data.indexOf(USAGE_KEY) >= 0 && data.indexOf(USAGE_KEY) < last) {
+      const text = data.toString("utf8", 0, last);
+      for (const line of text.split("\n")) this.#line(line);
+    }
+    this.#tail = last + 1 === data.length ? Buffer.alloc(0) : Buffer.from(data.subarray(last + 1));
   }
 
   #line(line: string): void {
@@ -70,7 +75,7 @@ export class UsageScanner {
   /** The usage reported, once the answer has ended (null when none). */
   result(): UsageFound | null {
     if (this.#sse) {
-      if (this.#tail !== "") this.#line(this.#tail);
+      if (this.#tail.length > 0) this.#line(this.#tail.toString("utf8"));
       return this.#found;
     }
     if (this.#bytes === 0 || this.#bytes > MAX_JSON_BYTES) return null;

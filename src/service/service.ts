@@ -200,7 +200,7 @@ async function newGateway(
 ): Promise<{ gateway: Gateway; tokenizers: GatewayTokenizers }> {
   const specs = parseTokenizerSpecs(config.gateway.tokenizers);
   if (typeof specs === "string") throw new Error(`gateway.tokenizers: ${specs}`);
-  const locals = await loadLocalTokenizers(specs);
+  const locals = await loadLocalTokenizers(specs, config.gateway.tokenizerThreads);
   let tokenizers: GatewayTokenizers | null = null;
   const gateway = new Gateway({
     ...d,

@@ -1,32 +1,83 @@
 /**
  * Worker-thread side of the encode pool: loads the model directory it is given (the same
- * loader as the main thread), then answers `{id, texts}` with `{id, ids}` (one Int32Array per
- * text, transferred) until it is terminated.
+ * loader as the main thread) and answers two kinds of job until it is terminated:
+ * `{id, texts}` with `{id, ids}` (one Int32Array per text, no special tokens), and
+ * `{id, request}` — a whole completion or chat request tokenized here as the main thread
+ * would (chat template, segment cache of this thread, the engine's special tokens) — with
+ * `{id, ids: [Int32Array], cached}`. Arrays are transferred, not copied. A failure answers
+ * `{id, error, code}` with the `TokenizeError` code.
  */
 
 import { parentPort, workerData } from "node:worker_threads";
 import { HfEncoder } from "./hf-encoder.js";
+import { LocalTokenizer } from "./local-tokenizer.js";
 import { loadModelFiles } from "./model-files.js";
+import { type ChatRequestLike, TokenizeError, type TokenizeErrorCode } from "./types.js";
 
-export interface EncodeJob {
-  readonly id: number;
-  readonly texts: readonly string[];
-}
+/** A whole request, as `LocalTokenizer` takes it. */
+export type RequestJob =
+  | { readonly kind: "completion"; readonly prompt: string }
+  | { readonly kind: "chat"; readonly request: ChatRequestLike };
+
+export type EncodeJob =
+  | { readonly id: number; readonly texts: readonly string[] }
+  | { readonly id: number; readonly request: RequestJob };
 export type EncodeReply =
-  | { readonly id: number; readonly ids: Int32Array[] }
-  | { readonly id: number; readonly error: string };
+  | { readonly id: number; readonly ids: Int32Array[]; readonly cached?: number }
+  | { readonly id: number; readonly error: string; readonly code?: TokenizeErrorCode };
+
+export interface EncodeWorkerData {
+  readonly dir: string;
+  /** For request jobs: the segment cache bound and mode of the main thread's tokenizer. */
+  readonly segmentCacheBytes: number;
+  readonly mode: "auto" | "whole";
+  /** Whole requests will come: build their tokenizer before saying ready. */
+  readonly requests: boolean;
+}
 
 const port = parentPort!;
-const encoder = new HfEncoder(loadModelFiles((workerData as { dir: string }).dir));
+const data = workerData as EncodeWorkerData;
+const files = loadModelFiles(data.dir);
+const encoder = new HfEncoder(files);
+// A pool used only for large texts never pays the segment probe; one that takes whole
+// requests pays it before it is ready, not on its first request.
+let whole: LocalTokenizer | null = null;
+const local = () => {
+  whole ??= new LocalTokenizer(files, {
+    threads: 0,
+    segmentCacheBytes: data.segmentCacheBytes,
+    mode: data.mode,
+  });
+  return whole;
+};
+if (data.requests) local();
 port.postMessage({ ready: true });
 port.on("message", (job: EncodeJob) => {
   try {
-    const ids = job.texts.map((t) => Int32Array.from(encoder.encode(t)));
+    if ("texts" in job) {
+      const ids = job.texts.map((t) => Int32Array.from(encoder.encode(t)));
+      port.postMessage(
+        { id: job.id, ids } satisfies EncodeReply,
+        ids.map((a) => a.buffer as ArrayBuffer),
+      );
+      return;
+    }
+    const r = job.request;
+    const out =
+      r.kind === "chat"
+        ? local().tokenizeChatSync(r.request)
+        : local().tokenizeCompletionSync(r.prompt);
+    const ids = Int32Array.from(out.tokenIds);
     port.postMessage(
-      { id: job.id, ids } satisfies EncodeReply,
-      ids.map((a) => a.buffer as ArrayBuffer),
+      { id: job.id, ids: [ids], cached: out.cachedSegments ?? 0 } satisfies EncodeReply,
+      [ids.buffer as ArrayBuffer],
     );
   } catch (err) {
-    port.postMessage({ id: job.id, error: (err as Error).message } satisfies EncodeReply);
+    const code = err instanceof TokenizeError ? err.code : undefined;
+    port.postMessage({
+      id: job.id,
+      error: (err as Error).message,
+      ...(code === undefined ? {} : { code }),
+    } satisfies EncodeReply);
   }
 });

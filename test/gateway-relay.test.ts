@@ -1,0 +1,126 @@
+/**
+ * The relay after the first byte, over real HTTP on loopback: a client that stops reading
+ * stops the worker too (backpressure through the gateway, nothing buffered whole), and a
+ * worker that goes quiet mid-stream past `gateway.idleTimeoutMs` is cut, leaving nothing
+ * in flight.
+ */
+
+import { request as httpRequest, type IncomingMessage } from "node:http";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  inFlightTotal,
+  metricValue,
+  plainEntry,
+  type RunningGateway,
+  type ScriptedWorker,
+  startGateway,
+  startScripted,
+  until,
+} from "./gateway-harness.js";
+
+const BODY = JSON.stringify({
+  model: "sim-model",
+  prompt: [11, 12, 13, 14, 15, 16, 17, 18],
+  max_tokens: 2,
+  stream: true,
+  stream_options: { include_usage: true },
+});
+
+let cleanup: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanup.reverse()) await c();
+  cleanup = [];
+});
+
+async function gateway(raw: Record<string, unknown>): Promise<RunningGateway> {
+  const gw = await startGateway(raw);
+  cleanup.push(() => gw.close());
+  return gw;
+}
+async function scripted(...args: Parameters<typeof startScripted>): Promise<ScriptedWorker> {
+  const w = await startScripted(...args);
+  cleanup.push(() => w.close());
+  return w;
+}
+
+const metrics = async (url: string) => (await fetch(`${url}/metrics`)).text();
+
+/** POST the stream request with node's client, which lets the test stop reading. */
+function open(url: string): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+    });
+    req.once("response", resolve);
+    req.once("error", reject);
+    req.end(BODY);
+  });
+}
+
+describe("gateway relay", () => {
+  it("a client that stops reading stops the worker: nothing is buffered whole", async () => {
+    const TOTAL = 64 * 1024 * 1024;
+    const event = Buffer.from(`data: ${"x".repeat(64 * 1024 - 8)}\n\n`);
+    let written = 0;
+    const w = await scripted((_r, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      const pump = () => {
+        while (written < TOTAL) {
+          written += event.length;
+          if (!res.write(event)) {
+            res.once("drain", pump);
+            return;
+          }
+        }
+        res.end("data: [DONE]\n\n");
+      };
+      pump();
+    });
+    const gw = await gateway({ workers: [plainEntry("w", w.url)] });
+    const res = await open(gw.url);
+    expect(res.statusCode).toBe(200);
+    res.pause();
+    // Socket buffers on three hops hold a few MB; the whole answer would be 64 MB.
+    await until("the worker to be held back", () => written > 0);
+    await new Promise((r) => setTimeout(r, 500));
+    const heldAt = written;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(written).toBe(heldAt);
+    expect(heldAt).toBeLessThan(TOTAL / 4);
+    // Reading again lets the rest through, every byte of it.
+    let got = 0;
+    res.on("data", (c: Buffer) => {
+      got += c.length;
+    });
+    res.resume();
+    await new Promise<void>((resolve) => res.once("end", () => resolve()));
+    expect(got).toBe(TOTAL + "data: [DONE]\n\n".length);
+    await until("no request in flight", async () => (await inFlightTotal(gw.url)) === 0);
+  });
+
+  it("a worker quiet past idleTimeoutMs after its first byte: the stream is cut", async () => {
+    const w = await scripted((_r, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write('data: {"choices":[{"text":"a"}]}\n\n');
+      // …and nothing more.
+    });
+    const gw = await gateway({
+      workers: [plainEntry("w", w.url)],
+      gateway: { idleTimeoutMs: 300 },
+    });
+    const res = await fetch(`${gw.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: BODY,
+    });
+    expect(res.status).toBe(200);
+    await expect(res.text()).rejects.toThrow();
+    await until("no request in flight", async () => (await inFlightTotal(gw.url)) === 0);
+    expect(
+      metricValue(await metrics(gw.url), "kvrouter_gateway_upstream_aborts_total", {
+        reason: "upstream_error",
+      }),
+    ).toBe(1);
+  });
+});
