@@ -192,9 +192,7 @@ export function formatMatrix(results: readonly MatrixResult[]): string {
   const caches = [...new Set(results.map((r) => r.cacheTokens))];
   const policies = [...new Set(results.map((r) => r.policy))];
   const get = (w: string, c: number | null, l: number, p: string) =>
-    results.find(
-      (r) => r.workload === w && r.cacheTokens === c && r.load === l && r.policy === p,
-    );
+    results.find((r) => r.workload === w && r.cacheTokens === c && r.load === l && r.policy === p);
   const out: string[] = [];
   for (const w of workloads) {
     for (const c of caches) {
