@@ -4,6 +4,7 @@
  */
 
 import { writeFileSync } from "node:fs";
+import type { CompareJob } from "./compare.js";
 import {
   cacheLabel,
   DEFAULT_MATRIX_CACHES,
@@ -28,7 +29,9 @@ slice; shared-prefix, chat, agentic, hot-prefix = generated with their defaults 
 --seed) at each load (round-robin prefill utilisation, reached by scaling arrival times) with
 each cache size, and prints one markdown table per workload and cache size plus kv
 against the best peer per cell.
-Default policies: kv, round_robin and every peer (--policy to choose).
+Default policies: kv, round_robin and every peer (--policy to choose); --reference adds
+one worker with the fleet's capacity and throughput per cell (the hit-rate goal's
+one-pool reference; the summary then shows kv's hit rate against it).
 
   --workloads LIST   comma-separated (default: all five)
   --loads LIST       round-robin prefill utilisations (default 0.5,0.8,0.95)
@@ -62,7 +65,10 @@ export async function matrixMain(argv: string[]): Promise<number> {
     process.stderr.write(`kvrouter replay matrix: ${err.message}\n\n${MATRIX_USAGE}\n${USAGE}`);
     return 2;
   }
-  const policies = split.rest.includes("--policy") ? o.policies : DEFAULT_MATRIX_POLICIES;
+  const policies: CompareJob[] = [
+    ...(split.rest.includes("--policy") ? o.policies : DEFAULT_MATRIX_POLICIES),
+    ...(o.reference ? (["reference"] as const) : []),
+  ];
   const caches =
     split.caches ??
     (o.capacityBlocks === null ? DEFAULT_MATRIX_CACHES : [o.capacityBlocks * o.blockSize]);

@@ -90,6 +90,32 @@ describe("replay matrix", () => {
     const svg = renderMatrixSvg(results, "t");
     expect(svg).toContain("<svg");
     expect(svg).toContain("2,000,000-token caches");
+    // With the one-pool reference, kv's hit rate against it (goal ≥ 0.95).
+    const ref = { ...mk("reference", 900, 900, 2_000_000) };
+    (ref.summary as { hitRate: number }).hitRate = 0.6;
+    const withRef = formatMatrix([...results, ref]);
+    expect(withRef).toContain("| reference | 60.0 % | 0.90 | 0.90 | 7 |");
+    expect(withRef).toContain(
+      "| hot-prefix | 2,000,000 | 50 % | dynamo_kv | 0.50 | dynamo_kv | 1.50 ✗ | 0.83 ✗ |",
+    );
+    expect(withRef).toContain(
+      "| hot-prefix | unlimited | 50 % | dynamo_kv | 2.00 ✗ | dynamo_kv | 0.60 | |",
+    );
+  });
+
+  it("runs the one-pool reference as a cell: one worker, the fleet's capacity", () => {
+    const r = runMatrixJob({
+      workload: "chat",
+      load: 0.8,
+      policy: "reference",
+      cacheTokens: 20_000,
+      requests: 300,
+      trace: DEFAULT_TRACE,
+      gen: {},
+      options,
+    });
+    expect(r.summary.workers).toBe(1);
+    expect(r.evictions).toBeGreaterThan(0);
   });
 
   it("parses its own flags and leaves the rest to replay", () => {

@@ -8,7 +8,7 @@
  * each cell, optionally an SVG and a JSON line.
  */
 
-import { type CompareOptions, runJob } from "./compare.js";
+import { type CompareJob, type CompareOptions, runJob } from "./compare.js";
 import {
   buildWorkload,
   isMatrixWorkload,
@@ -25,7 +25,8 @@ export interface MatrixJob {
   readonly workload: MatrixWorkload;
   /** Target round-robin prefill utilisation, 0..1. */
   readonly load: number;
-  readonly policy: PolicyName;
+  /** A policy, or `reference`: one worker with the fleet's capacity and throughput. */
+  readonly policy: CompareJob;
   /** KV cache per worker in tokens for this job; null = unlimited (overrides `options`). */
   readonly cacheTokens: number | null;
   readonly requests: number;
@@ -38,7 +39,7 @@ export interface MatrixJob {
 export interface MatrixResult {
   readonly workload: MatrixWorkload;
   readonly load: number;
-  readonly policy: PolicyName;
+  readonly policy: CompareJob;
   /** KV cache per worker in tokens; null = unlimited. */
   readonly cacheTokens: number | null;
   /** Arrival-time scale factor that produced the load. */
@@ -76,8 +77,8 @@ export function runMatrixJob(j: MatrixJob): MatrixResult {
   const run = runJob(requests, j.policy, {
     ...j.options,
     capacityBlocks: j.cacheTokens === null ? null : Math.floor(j.cacheTokens / j.options.blockSize),
-    policies: [j.policy],
-    reference: false,
+    policies: j.policy === "reference" ? [] : [j.policy],
+    reference: j.policy === "reference",
   });
   return {
     workload: j.workload,
@@ -223,10 +224,11 @@ export function formatMatrix(results: readonly MatrixResult[]): string {
   const peers = policies.filter((p) => (PEER_POLICY_NAMES as readonly string[]).includes(p));
   if (policies.includes("kv") && peers.length > 0) {
     out.push("### kv against the best peer in each cell (ratio < 1: kv better)", "");
+    const withRef = policies.includes("reference");
     out.push(
-      "| workload | caches | load | best peer (mean) | kv / best mean | best peer (p99) | kv / best p99 |",
+      `| workload | caches | load | best peer (mean) | kv / best mean | best peer (p99) | kv / best p99 |${withRef ? " kv hit / reference hit |" : ""}`,
     );
-    out.push("|---|---|---|---|---|---|---|");
+    out.push(`|---|---|---|---|---|---|---|${withRef ? "---|" : ""}`);
     for (const w of workloads) {
       for (const c of caches) {
         for (const l of loads) {
@@ -242,8 +244,15 @@ export function formatMatrix(results: readonly MatrixResult[]): string {
           const m = kv.summary.ttftMs.mean / bestMean.summary.ttftMs.mean;
           const q = kv.summary.ttftMs.p99 / bestP99.summary.ttftMs.p99;
           const size = c === null ? "unlimited" : c.toLocaleString("en-US");
+          const ref = get(w, c, l, "reference");
+          const h = ref === undefined ? null : kv.summary.hitRate / ref.summary.hitRate;
+          const hit = !withRef
+            ? ""
+            : h === null
+              ? " |"
+              : ` ${h.toFixed(2)}${h < 0.95 ? " ✗" : ""} |`;
           out.push(
-            `| ${w} | ${size} | ${Math.round(100 * l)} % | ${bestMean.policy} | ${m.toFixed(2)}${m > 1 ? " ✗" : ""} | ${bestP99.policy} | ${q.toFixed(2)}${q > 1 ? " ✗" : ""} |`,
+            `| ${w} | ${size} | ${Math.round(100 * l)} % | ${bestMean.policy} | ${m.toFixed(2)}${m > 1 ? " ✗" : ""} | ${bestP99.policy} | ${q.toFixed(2)}${q > 1 ? " ✗" : ""} |${hit}`,
           );
         }
       }
