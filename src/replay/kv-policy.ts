@@ -90,8 +90,10 @@ export class KvPolicy implements RoutingPolicy {
     const d = res.decision;
     if (this.predict !== null) {
       const i = d.candidates.findIndex((c) => c.worker === d.worker);
-      const predicted = d.overlapSources?.[i]?.predictedBlocks ?? 0;
-      this.predict.routed(req.index, d.worker, d.cachedTokens, predicted);
+      const source = d.overlapSources?.[i];
+      const predicted = source?.predictedBlocks ?? 0;
+      const reported = source?.reportedBlocks ?? d.overlapBlocks;
+      this.predict.routed(req.index, d.worker, d.cachedTokens, predicted, reported);
     }
     return this.#indexOf.get(d.worker)!;
   }

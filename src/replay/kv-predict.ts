@@ -8,7 +8,11 @@
  * - `silent:W@S`: from S seconds on, W's publisher sends nothing (the engine serves on).
  * The health check (`StreamHealth`) runs every second of virtual time on what the
  * router can observe; `PredictedBlocks` holds both the predictions and the approximate
- * view. Counts what the router claimed against what the engine served (over-claims).
+ * view. Counts what the router claimed against what the engine served (over-claims),
+ * and counts the claims beyond the index on healthy workers (`beyondIndexWhileHealthy`:
+ * with `--predict-ttl-ms 0` any predicted block there is a leftover of degraded mode, the
+ * false positive the fallback must not leave), apart from the index's own over-claims (an
+ * eviction between the decision and admission).
  */
 
 import { PredictedBlocks } from "../predict/predicted-blocks.js";
@@ -52,8 +56,17 @@ export interface KvPredictStats {
   /** Routes whose claimed cached tokens exceeded what the engine served (false positives). */
   overclaims: number;
   overclaimsWhileHealthy: number;
+  /**
+   * Routes to a healthy worker whose claim exceeded the index's report (predicted blocks
+   * counted). With `ttlMs` 0 every one is a leftover of the approximate view.
+   */
+  beyondIndexWhileHealthy: number;
+  /** Those of them that claimed more than the engine then served. */
+  overclaimsFromViewWhileHealthy: number;
   overclaimedTokens: number;
   droppedEvents: number;
+  /** Returns of a degraded worker to precise routing. */
+  recoveries: number;
 }
 
 export class KvPredict {
@@ -69,7 +82,7 @@ export class KvPredict {
   readonly #lastEvent: (number | null)[];
   readonly #applied: number[];
   readonly #missing: number[];
-  readonly #claims = new Map<number, { tokens: number; degraded: boolean }>();
+  readonly #claims = new Map<number, { tokens: number; degraded: boolean; fromView: boolean }>();
   #nextHealthMs = 0;
   readonly stats: KvPredictStats = {
     predictedRoutes: 0,
@@ -77,8 +90,11 @@ export class KvPredict {
     degradedEntries: 0,
     overclaims: 0,
     overclaimsWhileHealthy: 0,
+    beyondIndexWhileHealthy: 0,
+    overclaimsFromViewWhileHealthy: 0,
     overclaimedTokens: 0,
     droppedEvents: 0,
+    recoveries: 0,
   };
 
   constructor(o: KvPredictOptions, keys: readonly WorkerKey[], capacityBlocks: number) {
@@ -130,7 +146,10 @@ export class KvPredict {
       if (v.reason !== null) {
         this.predicted.setDegraded(key, this.#capacity);
         this.stats.degradedEntries++;
-      } else this.predicted.setHealthy(key);
+      } else {
+        this.predicted.setHealthy(key);
+        this.stats.recoveries++;
+      }
     }
   }
 
@@ -151,12 +170,26 @@ export class KvPredict {
     else if (status === "parent_not_found") this.#missing[w]!++;
   }
 
-  /** A decision: remember what it claimed, to check against what the engine serves. */
-  routed(index: number, key: WorkerKey, cachedTokens: number, predictedBlocks: number): void {
+  /**
+   * A decision: remember what it claimed, to check against what the engine serves.
+   * `reportedBlocks` is the index's own overlap for the chosen worker.
+   */
+  routed(
+    index: number,
+    key: WorkerKey,
+    cachedTokens: number,
+    predictedBlocks: number,
+    reportedBlocks: number,
+  ): void {
     const degraded = this.predicted.isDegraded(key);
     if (predictedBlocks > 0) this.stats.predictedRoutes++;
     if (degraded) this.stats.degradedRoutes++;
-    this.#claims.set(index, { tokens: cachedTokens, degraded });
+    else if (predictedBlocks > reportedBlocks) this.stats.beyondIndexWhileHealthy++;
+    this.#claims.set(index, {
+      tokens: cachedTokens,
+      degraded,
+      fromView: predictedBlocks > reportedBlocks,
+    });
   }
 
   /** The engine served `hitTokens` of request `index` from its cache. */
@@ -167,6 +200,7 @@ export class KvPredict {
     if (c.tokens > hitTokens) {
       this.stats.overclaims++;
       if (!c.degraded) this.stats.overclaimsWhileHealthy++;
+      if (!c.degraded && c.fromView) this.stats.overclaimsFromViewWhileHealthy++;
       this.stats.overclaimedTokens += c.tokens - hitTokens;
     }
   }

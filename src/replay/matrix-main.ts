@@ -4,7 +4,10 @@
  */
 
 import { writeFileSync } from "node:fs";
+import type { CompareJob } from "./compare.js";
 import {
+  cacheLabel,
+  DEFAULT_MATRIX_CACHES,
   DEFAULT_MATRIX_POLICIES,
   formatMatrix,
   type MatrixJob,
@@ -19,16 +22,22 @@ import { formatJson } from "./report.js";
 import { runLanes, runOnThread } from "./run-parallel.js";
 
 export const MATRIX_USAGE = `usage: kvrouter replay matrix [--workloads a,b] [--loads 0.5,0.8,0.95]
-                             [--requests N] [replay options]
+                             [--caches unlimited,2000000] [--requests N] [replay options]
 
 Runs each policy on each workload (conversation = the --trace file, default the shipped
 slice; shared-prefix, chat, agentic, hot-prefix = generated with their defaults and
---seed) at each load (round-robin prefill utilisation, reached by scaling arrival times),
-and prints one markdown table per workload plus kv against the best peer per cell.
-Default policies: kv, round_robin and every peer (--policy to choose).
+--seed) at each load (round-robin prefill utilisation, reached by scaling arrival times) with
+each cache size, and prints one markdown table per workload and cache size plus kv
+against the best peer per cell.
+Default policies: kv, round_robin and every peer (--policy to choose); --reference adds
+one worker with the fleet's capacity and throughput per cell (the hit-rate goal's
+one-pool reference; the summary then shows kv's hit rate against it).
 
   --workloads LIST   comma-separated (default: all five)
   --loads LIST       round-robin prefill utilisations (default 0.5,0.8,0.95)
+  --caches LIST      KV cache per worker: 'unlimited' or tokens, comma-separated
+                     (default unlimited,2000000; --capacity-tokens/--capacity-blocks
+                     instead run that one size)
   --requests N       requests per workload (default 2000)
   --gen KEY=VALUE    a generator parameter for the generated workloads (e.g. prompts=4,
                      systemTokens=8192); repeatable; see kvrouter trace gen --help
@@ -48,35 +57,47 @@ export async function matrixMain(argv: string[]): Promise<number> {
     split = splitMatrixArgs(argv);
     o = parseReplayArgs(split.rest)!;
     if (o.limit !== null) throw new MatrixUsageError("use --requests, not --limit, with matrix");
+    if (split.caches !== null && o.capacityBlocks !== null) {
+      throw new MatrixUsageError("give --caches or --capacity-tokens/--capacity-blocks, not both");
+    }
   } catch (err) {
     if (!(err instanceof MatrixUsageError) && !(err instanceof ReplayUsageError)) throw err;
     process.stderr.write(`kvrouter replay matrix: ${err.message}\n\n${MATRIX_USAGE}\n${USAGE}`);
     return 2;
   }
-  const policies = split.rest.includes("--policy") ? o.policies : DEFAULT_MATRIX_POLICIES;
+  const policies: CompareJob[] = [
+    ...(split.rest.includes("--policy") ? o.policies : DEFAULT_MATRIX_POLICIES),
+    ...(o.reference ? (["reference"] as const) : []),
+  ];
+  const caches =
+    split.caches ??
+    (o.capacityBlocks === null ? DEFAULT_MATRIX_CACHES : [o.capacityBlocks * o.blockSize]);
   const jobs: MatrixJob[] = [];
   for (const workload of split.workloads) {
-    for (const load of split.loads) {
-      for (const policy of policies) {
-        jobs.push({
-          workload,
-          load,
-          policy,
-          requests: split.requests,
-          trace: o.trace,
-          gen: split.gen,
-          options: o,
-        });
+    for (const cacheTokens of caches) {
+      for (const load of split.loads) {
+        for (const policy of policies) {
+          jobs.push({
+            workload,
+            load,
+            policy,
+            cacheTokens,
+            requests: split.requests,
+            trace: o.trace,
+            gen: split.gen,
+            options: o,
+          });
+        }
       }
     }
   }
   process.stderr.write(
-    `matrix: ${split.workloads.length} workloads × ${split.loads.length} loads × ${policies.length} policies = ${jobs.length} runs, ${o.jobs} threads\n`,
+    `matrix: ${split.workloads.length} workloads × ${split.loads.length} loads × ${caches.length} cache sizes × ${policies.length} policies = ${jobs.length} runs, ${o.jobs} threads\n`,
   );
   const started = performance.now();
   const onResult = (r: MatrixResult) =>
     process.stderr.write(
-      `  ${r.workload} ${Math.round(100 * r.load)}% ${r.policy}: hit ${(100 * r.summary.hitRate).toFixed(1)}%, TTFT ${(r.summary.ttftMs.mean / 1000).toFixed(2)} / p99 ${(r.summary.ttftMs.p99 / 1000).toFixed(2)} s (${(r.wallMs / 1000).toFixed(1)} s)\n`,
+      `  ${r.workload} ${Math.round(100 * r.load)}% ${cacheLabel(r.cacheTokens)} ${r.policy}: hit ${(100 * r.summary.hitRate).toFixed(1)}%, TTFT ${(r.summary.ttftMs.mean / 1000).toFixed(2)} / p99 ${(r.summary.ttftMs.p99 / 1000).toFixed(2)} s (${(r.wallMs / 1000).toFixed(1)} s)\n`,
     );
   const results =
     o.jobs > 1
@@ -94,23 +115,16 @@ export async function matrixMain(argv: string[]): Promise<number> {
   process.stderr.write(`done in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
   process.stdout.write(formatMatrix(results));
   if (o.svg !== null) {
-    const cap =
-      o.capacityBlocks === null
-        ? "unlimited caches"
-        : `${o.capacityBlocks * o.blockSize} tokens per worker`;
     writeFileSync(
       o.svg,
-      renderMatrixSvg(
-        results,
-        `${o.workers} workers, ${cap}, ${split.requests} requests per workload`,
-      ),
+      renderMatrixSvg(results, `${o.workers} workers, ${split.requests} requests per workload`),
     );
     process.stderr.write(`plot written to ${o.svg}\n`);
   }
   if (o.json) {
     const { scheduler, ...rest } = o;
     process.stdout.write(
-      `${formatJson({ options: { ...rest, ...split, rest: undefined, policies, scheduler }, ceilings: null, runs: results.map((r) => ({ label: `${r.workload}/${r.load}/${r.policy}`, ...r, evictions: 0 })) })}\n`,
+      `${formatJson({ options: { ...rest, ...split, caches, rest: undefined, policies, scheduler }, ceilings: null, runs: results.map((r) => ({ label: `${r.workload}/${r.cacheTokens ?? "unlimited"}/${r.load}/${r.policy}`, ...r })) })}\n`,
     );
   }
   return 0;

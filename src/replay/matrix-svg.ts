@@ -1,10 +1,11 @@
 /**
- * The matrix as one hand-written SVG: a panel per workload (rows) and load (columns);
+ * The matrix as one hand-written SVG: a panel per workload and cache size (rows) and load
+ * (columns);
  * in each, one bar per policy for mean TTFT and a tick for p99, on a log time axis shared
  * by all panels (policies differ by orders of magnitude).
  */
 
-import type { MatrixResult } from "./matrix.js";
+import { cacheLabel, type MatrixResult } from "./matrix.js";
 
 const COLOURS = [
   "#1b6ac9",
@@ -23,16 +24,23 @@ const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replac
 const f = (x: number) => (Math.round(x * 10) / 10).toString();
 
 export function renderMatrixSvg(results: readonly MatrixResult[], title: string): string {
-  const workloads = [...new Set(results.map((r) => r.workload))];
+  const rows: { workload: string; cache: number | null }[] = [];
+  for (const w of new Set(results.map((r) => r.workload))) {
+    for (const c of new Set(results.map((r) => r.cacheTokens))) {
+      if (results.some((r) => r.workload === w && r.cacheTokens === c)) {
+        rows.push({ workload: w, cache: c });
+      }
+    }
+  }
   const loads = [...new Set(results.map((r) => r.load))].sort((a, b) => a - b);
   const policies = [...new Set(results.map((r) => r.policy))];
   const barH = 9;
   const panelW = 300;
   const panelH = policies.length * (barH + 2) + 34;
-  const left = 110;
+  const left = 170;
   const top = 40;
   const W = left + loads.length * (panelW + 20) + 10;
-  const H = top + workloads.length * (panelH + 12) + 30 + 14 * Math.ceil(policies.length / 4);
+  const H = top + rows.length * (panelH + 12) + 30 + 14 * Math.ceil(policies.length / 4);
   const lo = 0.05;
   let hi = 1;
   for (const r of results) hi = Math.max(hi, r.summary.ttftMs.p99 / 1000);
@@ -43,9 +51,12 @@ export function renderMatrixSvg(results: readonly MatrixResult[], title: string)
     `<text x="${W / 2}" y="16" text-anchor="middle" font-size="13">${esc(title)}</text>`,
     `<text x="${W / 2}" y="30" text-anchor="middle">bars: mean TTFT, ticks: p99 TTFT (log scale, seconds); columns: round-robin prefill utilisation</text>`,
   ];
-  workloads.forEach((w, wi) => {
+  rows.forEach(({ workload: w, cache }, wi) => {
     const y0 = top + wi * (panelH + 12);
-    out.push(`<text x="4" y="${y0 + panelH / 2}" font-size="12">${esc(w)}</text>`);
+    out.push(
+      `<text x="4" y="${y0 + panelH / 2}" font-size="12">${esc(w)}</text>`,
+      `<text x="4" y="${y0 + panelH / 2 + 13}" fill="#555">${esc(cacheLabel(cache))}</text>`,
+    );
     loads.forEach((l, li) => {
       const x0 = left + li * (panelW + 20);
       out.push(
@@ -61,7 +72,9 @@ export function renderMatrixSvg(results: readonly MatrixResult[], title: string)
         );
       }
       policies.forEach((p, pi) => {
-        const r = results.find((q) => q.workload === w && q.load === l && q.policy === p);
+        const r = results.find(
+          (q) => q.workload === w && q.cacheTokens === cache && q.load === l && q.policy === p,
+        );
         if (r === undefined) return;
         const by = y0 + 16 + pi * (barH + 2);
         const c = COLOURS[pi % COLOURS.length]!;
@@ -72,7 +85,7 @@ export function renderMatrixSvg(results: readonly MatrixResult[], title: string)
       });
     });
   });
-  const ly = top + workloads.length * (panelH + 12) + 10;
+  const ly = top + rows.length * (panelH + 12) + 10;
   policies.forEach((p, pi) => {
     const lx = left + (pi % 4) * 200;
     const yy = ly + Math.floor(pi / 4) * 14;

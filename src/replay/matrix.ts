@@ -1,12 +1,14 @@
 /**
- * `kvrouter replay matrix`: every policy × workload × load in one command. Workloads are
- * the shipped conversation slice and the four generated kinds (`matrix-workloads.ts`);
- * loads are round-robin prefill utilisations (default 50 %, 80 %, 95 %). Prints one
- * markdown table per workload (hit rate, mean and p99 TTFT per policy and load), a
- * summary of kv against the best peer in each cell, optionally an SVG and a JSON line.
+ * `kvrouter replay matrix`: every policy × workload × load × cache size in one command.
+ * Workloads are the shipped conversation slice and the four generated kinds
+ * (`matrix-workloads.ts`); loads are round-robin prefill utilisations (default 50 %, 80 %,
+ * 95 %); caches are unlimited and 2 M tokens per worker by default (`--caches`). Prints
+ * one markdown table per workload and cache size (hit rate, mean and p99 TTFT per policy
+ * and load, and the blocks the caches evicted), a summary of kv against the best peer in
+ * each cell, optionally an SVG and a JSON line.
  */
 
-import { type CompareOptions, runJob } from "./compare.js";
+import { type CompareJob, type CompareOptions, runJob } from "./compare.js";
 import {
   buildWorkload,
   isMatrixWorkload,
@@ -23,7 +25,10 @@ export interface MatrixJob {
   readonly workload: MatrixWorkload;
   /** Target round-robin prefill utilisation, 0..1. */
   readonly load: number;
-  readonly policy: PolicyName;
+  /** A policy, or `reference`: one worker with the fleet's capacity and throughput. */
+  readonly policy: CompareJob;
+  /** KV cache per worker in tokens for this job; null = unlimited (overrides `options`). */
+  readonly cacheTokens: number | null;
   readonly requests: number;
   readonly trace: string;
   /** Generator parameters replacing the defaults (`--gen KEY=VALUE`). */
@@ -34,14 +39,20 @@ export interface MatrixJob {
 export interface MatrixResult {
   readonly workload: MatrixWorkload;
   readonly load: number;
-  readonly policy: PolicyName;
+  readonly policy: CompareJob;
+  /** KV cache per worker in tokens; null = unlimited. */
+  readonly cacheTokens: number | null;
   /** Arrival-time scale factor that produced the load. */
   readonly factor: number;
   readonly summary: RunSummary;
+  /** Blocks the workers' caches evicted (0: the cache size did not bind). */
+  readonly evictions: number;
   readonly wallMs: number;
 }
 
 export const DEFAULT_MATRIX_LOADS = [0.5, 0.8, 0.95] as const;
+/** Cache sizes per worker in tokens (null = unlimited): the issue's two fleets. */
+export const DEFAULT_MATRIX_CACHES: readonly (number | null)[] = [null, 2_000_000];
 export const DEFAULT_MATRIX_POLICIES: readonly PolicyName[] = [
   "kv",
   "round_robin",
@@ -63,13 +74,20 @@ export function runMatrixJob(j: MatrixJob): MatrixResult {
     j.options.blockSize,
     j.options.timing,
   );
-  const run = runJob(requests, j.policy, { ...j.options, policies: [j.policy], reference: false });
+  const run = runJob(requests, j.policy, {
+    ...j.options,
+    capacityBlocks: j.cacheTokens === null ? null : Math.floor(j.cacheTokens / j.options.blockSize),
+    policies: j.policy === "reference" ? [] : [j.policy],
+    reference: j.policy === "reference",
+  });
   return {
     workload: j.workload,
     load: j.load,
     policy: j.policy,
+    cacheTokens: j.cacheTokens,
     factor,
     summary: run.summary,
+    evictions: run.evictions,
     wallMs: run.wallMs,
   };
 }
@@ -79,6 +97,8 @@ export function splitMatrixArgs(argv: readonly string[]): {
   workloads: MatrixWorkload[];
   loads: number[];
   requests: number;
+  /** Cache sizes per worker in tokens (null = unlimited); null = none given. */
+  caches: (number | null)[] | null;
   gen: Partial<WorkloadParams>;
   rest: string[];
 } {
@@ -87,6 +107,7 @@ export function splitMatrixArgs(argv: readonly string[]): {
   let workloads: MatrixWorkload[] = [...MATRIX_WORKLOADS];
   let loads: number[] = [...DEFAULT_MATRIX_LOADS];
   let requests = 2_000;
+  let caches: (number | null)[] | null = null;
   const rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -121,6 +142,19 @@ export function splitMatrixArgs(argv: readonly string[]): {
       if (!Number.isSafeInteger(requests) || requests < 2) {
         throw new MatrixUsageError(`--requests must be an integer ≥ 2, got '${v}'`);
       }
+    } else if (a === "--caches") {
+      caches = value()
+        .split(",")
+        .map((c) => {
+          if (c.trim() === "unlimited") return null;
+          const x = Number(c);
+          if (c.trim() === "" || !Number.isSafeInteger(x) || x <= 0) {
+            throw new MatrixUsageError(
+              `--caches: '${c}' is neither 'unlimited' nor a positive number of tokens`,
+            );
+          }
+          return x;
+        });
     } else if (a === "--gen") {
       const v = value();
       const m = /^([a-zA-Z]+)=(.+)$/.exec(v);
@@ -133,7 +167,7 @@ export function splitMatrixArgs(argv: readonly string[]): {
       gen[m[1]!] = x;
     } else rest.push(a);
   }
-  return { workloads, loads, requests, gen: gen as Partial<WorkloadParams>, rest };
+  return { workloads, loads, requests, caches, gen: gen as Partial<WorkloadParams>, rest };
 }
 
 export class MatrixUsageError extends Error {
@@ -143,58 +177,84 @@ export class MatrixUsageError extends Error {
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 const sec = (ms: number) => (ms / 1000).toFixed(2);
 
-/** The results as markdown: one table per workload, then kv against the best peer. */
+/** "unlimited caches" / "2,000,000-token caches". */
+export function cacheLabel(tokens: number | null): string {
+  return tokens === null ? "unlimited caches" : `${tokens.toLocaleString("en-US")}-token caches`;
+}
+
+/**
+ * The results as markdown: one table per workload and cache size (with the blocks each
+ * policy's caches evicted, so a reader sees whether the size bound), then kv against the
+ * best peer in each cell.
+ */
 export function formatMatrix(results: readonly MatrixResult[]): string {
   const workloads = [...new Set(results.map((r) => r.workload))];
   const loads = [...new Set(results.map((r) => r.load))].sort((a, b) => a - b);
+  const caches = [...new Set(results.map((r) => r.cacheTokens))];
   const policies = [...new Set(results.map((r) => r.policy))];
-  const get = (w: string, l: number, p: string) =>
-    results.find((r) => r.workload === w && r.load === l && r.policy === p);
+  const get = (w: string, c: number | null, l: number, p: string) =>
+    results.find((r) => r.workload === w && r.cacheTokens === c && r.load === l && r.policy === p);
   const out: string[] = [];
   for (const w of workloads) {
-    const rrUtil = loads.map((l) => {
-      const rr = get(w, l, "round_robin");
-      return rr === undefined
-        ? ""
-        : ` (round-robin measured ${pct(rr.summary.prefillUtilisation)})`;
-    });
-    out.push(`### ${w}`, "");
-    out.push(
-      `| policy | ${loads.map((l, i) => `${Math.round(100 * l)} %${rrUtil[i]}: hit | mean | p99`).join(" | ")} |`,
-    );
-    out.push(`|---|${loads.map(() => "---|---|---").join("|")}|`);
-    for (const p of policies) {
-      const cells = loads.map((l) => {
-        const r = get(w, l, p);
-        if (r === undefined) return " | | ";
-        const s = r.summary;
-        return `${pct(s.hitRate)} | ${sec(s.ttftMs.mean)} | ${sec(s.ttftMs.p99)}`;
+    for (const c of caches) {
+      const rrUtil = loads.map((l) => {
+        const rr = get(w, c, l, "round_robin");
+        return rr === undefined
+          ? ""
+          : ` (round-robin measured ${pct(rr.summary.prefillUtilisation)})`;
       });
-      out.push(`| ${p} | ${cells.join(" | ")} |`);
+      out.push(`### ${w}, ${cacheLabel(c)}`, "");
+      out.push(
+        `| policy | ${loads.map((l, i) => `${Math.round(100 * l)} %${rrUtil[i]}: hit | mean | p99`).join(" | ")} | evicted blocks (${loads.map((l) => `${Math.round(100 * l)} %`).join(", ")}) |`,
+      );
+      out.push(`|---|${loads.map(() => "---|---|---").join("|")}|---|`);
+      for (const p of policies) {
+        const runs = loads.map((l) => get(w, c, l, p));
+        const cells = runs.map((r) => {
+          if (r === undefined) return " | | ";
+          const s = r.summary;
+          return `${pct(s.hitRate)} | ${sec(s.ttftMs.mean)} | ${sec(s.ttftMs.p99)}`;
+        });
+        const ev = runs.map((r) => (r === undefined ? "" : String(r.evictions))).join(", ");
+        out.push(`| ${p} | ${cells.join(" | ")} | ${ev} |`);
+      }
+      out.push("");
     }
-    out.push("");
   }
   const peers = policies.filter((p) => (PEER_POLICY_NAMES as readonly string[]).includes(p));
   if (policies.includes("kv") && peers.length > 0) {
     out.push("### kv against the best peer in each cell (ratio < 1: kv better)", "");
+    const withRef = policies.includes("reference");
     out.push(
-      "| workload | load | best peer (mean) | kv / best mean | best peer (p99) | kv / best p99 |",
+      `| workload | caches | load | best peer (mean) | kv / best mean | best peer (p99) | kv / best p99 |${withRef ? " kv hit / reference hit |" : ""}`,
     );
-    out.push("|---|---|---|---|---|---|");
+    out.push(`|---|---|---|---|---|---|---|${withRef ? "---|" : ""}`);
     for (const w of workloads) {
-      for (const l of loads) {
-        const kv = get(w, l, "kv");
-        const ps = peers.map((p) => get(w, l, p)).filter((r) => r !== undefined);
-        if (kv === undefined || ps.length === 0) continue;
-        const bestMean = ps.reduce((a, b) =>
-          b.summary.ttftMs.mean < a.summary.ttftMs.mean ? b : a,
-        );
-        const bestP99 = ps.reduce((a, b) => (b.summary.ttftMs.p99 < a.summary.ttftMs.p99 ? b : a));
-        const m = kv.summary.ttftMs.mean / bestMean.summary.ttftMs.mean;
-        const q = kv.summary.ttftMs.p99 / bestP99.summary.ttftMs.p99;
-        out.push(
-          `| ${w} | ${Math.round(100 * l)} % | ${bestMean.policy} | ${m.toFixed(2)}${m > 1 ? " ✗" : ""} | ${bestP99.policy} | ${q.toFixed(2)}${q > 1 ? " ✗" : ""} |`,
-        );
+      for (const c of caches) {
+        for (const l of loads) {
+          const kv = get(w, c, l, "kv");
+          const ps = peers.map((p) => get(w, c, l, p)).filter((r) => r !== undefined);
+          if (kv === undefined || ps.length === 0) continue;
+          const bestMean = ps.reduce((a, b) =>
+            b.summary.ttftMs.mean < a.summary.ttftMs.mean ? b : a,
+          );
+          const bestP99 = ps.reduce((a, b) =>
+            b.summary.ttftMs.p99 < a.summary.ttftMs.p99 ? b : a,
+          );
+          const m = kv.summary.ttftMs.mean / bestMean.summary.ttftMs.mean;
+          const q = kv.summary.ttftMs.p99 / bestP99.summary.ttftMs.p99;
+          const size = c === null ? "unlimited" : c.toLocaleString("en-US");
+          const ref = get(w, c, l, "reference");
+          const h = ref === undefined ? null : kv.summary.hitRate / ref.summary.hitRate;
+          const hit = !withRef
+            ? ""
+            : h === null
+              ? " |"
+              : ` ${h.toFixed(2)}${h < 0.95 ? " ✗" : ""} |`;
+          out.push(
+            `| ${w} | ${size} | ${Math.round(100 * l)} % | ${bestMean.policy} | ${m.toFixed(2)}${m > 1 ? " ✗" : ""} | ${bestP99.policy} | ${q.toFixed(2)}${q > 1 ? " ✗" : ""} |${hit}`,
+          );
+        }
       }
     }
     out.push("");
