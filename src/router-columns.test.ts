@@ -362,6 +362,7 @@ describe("column scoring decides exactly as full scoring", () => {
         decisions: 0,
         fallbacks: 0,
         late: 0,
+        auditRepairs: 0, // every change reported: the audit finds nothing to repair
       });
       columnRoutes += stats.decisions;
       expect(full.router.columnStats.decisions).toBe(0);
@@ -378,5 +379,54 @@ describe("column scoring decides exactly as full scoring", () => {
       "only_candidate",
       "sampled",
     ]);
+  });
+});
+
+describe("the column cache's audit", () => {
+  it("finds and repairs a load change no tracker reported", () => {
+    const index = new RadixTreeIndex({ blockSize: 4 });
+    const registry = new WorkerRegistry();
+    const loads = new LoadTracker({ staleAfterMs: 1e9 });
+    const inFlight = new InFlightTracker({ prefillTtlMs: 1e8, ttlMs: 1e9 });
+    const keys: WorkerKey[] = [];
+    for (let i = 0; i < 40; i++) {
+      const w = registry.upsert({
+        workerId: `w${i}`,
+        url: `http://h${i}:1`,
+        kind: "vllm",
+        blockSize: 4,
+        numGpuBlocks: 1000,
+      });
+      keys.push(w.key);
+      loads.update(w.key, { running: 1, waiting: i === 39 ? 30 : 3, kvUsage: 0.5, atMs: 0 }, 0);
+    }
+    const router = new Router({
+      index,
+      registry,
+      loads,
+      inFlight,
+      config: DEFAULT_SCHEDULER_CONFIG,
+      rng: seededRng(1),
+      candidateBreakdownLimit: 4,
+    });
+    const req = (i: number) => ({ tokenIds: [1, 2, 3, 4, 5, 6, 7, 8], requestId: `r${i}` });
+    router.route(req(0), 1);
+    inFlight.done("r0", 1);
+    // A future mutator that forgets to notify: w39 becomes idle behind the cache's back.
+    (loads.handle(keys[39]!) as { snapshot: unknown }).snapshot = {
+      running: 0,
+      waiting: 0,
+      kvUsage: 0,
+      atMs: 1,
+    };
+    let first = -1;
+    for (let i = 1; i < 1100 && first < 0; i++) {
+      const r = router.route(req(i), 2);
+      inFlight.done(`r${i}`, 2);
+      if (r.ok && r.decision.worker === keys[39]) first = i;
+    }
+    // The 1,024th decision recomputes every cached row and finds w39's.
+    expect(first).toBe(1023);
+    expect(router.columnStats.auditRepairs).toBe(1);
   });
 });

@@ -114,6 +114,8 @@ export class ColumnScorer {
   #watching = false;
   /** The lists whose cached numbers `#applyChanges` keeps current. */
   #live: FleetHandles[] = [];
+  #decisions = 0;
+  #auditRepairs = 0;
 
   constructor(deps: RouterDeps) {
     this.#d = deps;
@@ -122,6 +124,16 @@ export class ColumnScorer {
   /** Decisions whose chosen candidate's twin total disagreed after the choice was made. */
   get lateMismatches(): number {
     return this.#cols.lateMismatches;
+  }
+
+  /**
+   * Cached load rows found out of date by the periodic audit (every `AUDIT_EVERY`-th
+   * decision recomputes every row): a change some tracker did not report. Should be 0;
+   * the audit repairs what it finds, so a missed notification costs at most that many
+   * decisions.
+   */
+  get auditRepairs(): number {
+    return this.#auditRepairs;
   }
 
   /**
@@ -215,10 +227,14 @@ export class ColumnScorer {
     const staleAfter = loads.staleAfterMs;
     // Other replicas' load changes without telling: recomputed on every decision.
     const always = d.extraLoad !== undefined;
+    // The cache trusts every change to be reported; now and then, check that it was.
+    const audit = !always && ++this.#decisions % AUDIT_EVERY === 0;
     const nowMs = q.nowMs;
     for (let j = 0; j < n; j++) {
       const r = at[j]!;
-      const changed = always || h.valid[r] === 0;
+      const checking = audit && h.valid[r] === 1;
+      const was = checking ? rowOf(h, r) : "";
+      const changed = always || audit || h.valid[r] === 0;
       if (changed) {
         const rule = loads.staleRule(h.load[r]);
         h.staleAlways[r] = rule.always ? 1 : 0;
@@ -237,6 +253,7 @@ export class ColumnScorer {
         h.exclusionLoad[r] = x === null ? Number.NaN : x;
         h.valid[r] = 1;
       }
+      if (checking && rowOf(h, r) !== was) this.#auditRepairs++;
       c.stale[j] = s;
       c.pending[j] = h.pending[r]!;
       c.activeBlocks[j] = h.activeBlocks[r]!;
@@ -406,4 +423,12 @@ function positionOfSlot(
   h.slotKeys[slot] = key;
   h.slotPositions[slot] = r;
   return r;
+}
+
+/** Decisions between two audits of the cached load rows. */
+const AUDIT_EVERY = 1024;
+
+/** A cached row's numbers, for the audit's comparison (NaN-safe). */
+function rowOf(h: FleetHandles, r: number): string {
+  return `${h.pending[r]} ${h.activeBlocks[r]} ${h.waiting[r]} ${h.exclusionLoad[r]} ${h.staleAlways[r]} ${h.staleSince[r]}`;
 }

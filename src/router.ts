@@ -89,11 +89,13 @@ export class Router {
     readonly decisions: number;
     readonly fallbacks: number;
     readonly late: number;
+    readonly auditRepairs: number;
   } {
     return {
       decisions: this.#columnDecisions,
       fallbacks: this.#columnFallbacks,
       late: this.#columns.lateMismatches,
+      auditRepairs: this.#columns.auditRepairs,
     };
   }
 
