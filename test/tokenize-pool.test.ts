@@ -88,6 +88,31 @@ describe("whole requests on the pool's threads", () => {
   }, 120_000);
 });
 
+describe("a busy tokenizer thread", () => {
+  it("does not hold up a small request behind a large one: that is encoded here", async () => {
+    const t = await loadModelTokenizer(bundledQwen3Dir(), { threads: 1, segmentCacheBytes: 0 });
+    try {
+      const deadline = Date.now() + 30_000;
+      await t.tokenizeCompletion("warm up");
+      while (t.poolState().ready === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      expect(t.poolState().ready).toBe(1);
+      const big = "The quick brown fox jumps over the lazy dog. ".repeat(12_000); // 540k chars
+      const order: string[] = [];
+      const jobsBefore = t.poolState().jobs;
+      const a = t.tokenizeCompletion(big).then(() => order.push("big"));
+      const b = t
+        .tokenizeChat({ messages: [{ role: "user", content: "hi" }] })
+        .then(() => order.push("small"));
+      await Promise.all([a, b]);
+      expect(order).toEqual(["small", "big"]);
+      expect(t.poolState().jobs - jobsBefore).toBe(1); // only the big one went to the thread
+    } finally {
+      await t.close();
+    }
+  }, 120_000);
+});
+
 describe("a tokenizer thread that dies", () => {
   it("fails its job as `closed` and leaves the pool, which starts another", async () => {
     const dying = new URL("./fixtures/tokenize/dying-encode-worker.ts", import.meta.url);
@@ -104,8 +129,13 @@ describe("a tokenizer thread that dies", () => {
       const job = pool.tryRun({ kind: "completion", prompt: "hello" }, 0);
       expect(job).not.toBeNull();
       await expect(job).rejects.toMatchObject({ code: "closed" });
+      expect(pool.state()).toMatchObject({ started: 0, deaths: 1 });
+      // Not restarted at once (a thread that cannot load is not restarted per request):
+      // the caller tokenizes itself meanwhile.
+      expect(pool.tryRun({ kind: "completion", prompt: "hello" }, 0)).toBeNull();
       expect(pool.state().started).toBe(0);
-      // The next call starts a replacement; until it is ready the caller tokenizes itself.
+      // After the delay (1 s after a first death) a replacement starts.
+      await new Promise((r) => setTimeout(r, 1100));
       expect(pool.tryRun({ kind: "completion", prompt: "hello" }, 0)).toBeNull();
       expect(pool.state().started).toBe(1);
     } finally {

@@ -54,6 +54,30 @@ describe("UsageChunkFilter", () => {
     expect(out.toString()).toBe(events[0]);
   });
 
+  it("does the same on a CRLF stream, releasing each event as it ends", () => {
+    const crlf = (x: string) => x.replaceAll("\n", "\r\n");
+    const stream2 = Buffer.from(crlf(events.join("")));
+    const expected2 = Buffer.from(crlf([events[0], events[1], events[3]].join("")));
+    for (let cut = 1; cut < stream2.length; cut += 7) {
+      const f = new UsageChunkFilter();
+      const out = Buffer.concat([
+        f.push(stream2.subarray(0, cut)),
+        f.push(stream2.subarray(cut)),
+        f.flush(),
+      ]);
+      expect(out.equals(expected2), `cut at ${cut}`).toBe(true);
+    }
+    const f = new UsageChunkFilter();
+    expect(f.push(Buffer.from(crlf(events[1]!))).toString()).toBe(crlf(events[1]!));
+  });
+
+  it("passes an event that never ends on once it is over 1 MB", () => {
+    const f = new UsageChunkFilter();
+    const big = Buffer.alloc(1 << 20, 0x61);
+    expect(f.push(big).length).toBe(0);
+    expect(f.push(Buffer.from("more")).length).toBe((1 << 20) + 4);
+  });
+
   it("releases each complete event at once", () => {
     const f = new UsageChunkFilter();
     expect(f.push(Buffer.from(events[0]!)).toString()).toBe(events[0]);

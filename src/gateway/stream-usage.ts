@@ -52,6 +52,10 @@ function isUsageOnly(event: string): boolean {
 }
 
 const EVENT_END = Buffer.from("\n\n");
+/** The blank line that ends an event on a CRLF stream ends in this ("\r\n\r\n"). */
+const EVENT_END_CRLF = Buffer.from("\n\r\n");
+/** An unterminated event longer than this is passed on as it is (not held without bound). */
+const MAX_PENDING = 1 << 20;
 const USAGE_KEY = Buffer.from('"usage"');
 const EMPTY = Buffer.alloc(0);
 
@@ -67,22 +71,25 @@ export class UsageChunkFilter {
 
   push(chunk: Buffer): Buffer {
     const data = this.#pending.length === 0 ? chunk : Buffer.concat([this.#pending, chunk]);
-    const last = data.lastIndexOf(EVENT_END);
-    if (last < 0) {
+    const end = lastEventEnd(data);
+    if (end < 0) {
+      if (data.length > MAX_PENDING) {
+        this.#pending = EMPTY;
+        return data;
+      }
       this.#pending = Buffer.from(data);
       return EMPTY;
     }
-    const end = last + 2;
     // A split event (never a split character: the cut is at a newline) waits for its rest.
     this.#pending = end === data.length ? EMPTY : Buffer.from(data.subarray(end));
     const whole = end === data.length ? data : data.subarray(0, end);
     if (whole.indexOf(USAGE_KEY) < 0) return whole;
     const kept: Buffer[] = [];
     let start = 0;
-    for (let e = whole.indexOf(EVENT_END, start); e >= 0; e = whole.indexOf(EVENT_END, start)) {
-      const event = whole.subarray(start, e + 2);
+    for (let e = nextEventEnd(whole, start); e >= 0; e = nextEventEnd(whole, start)) {
+      const event = whole.subarray(start, e);
       if (event.indexOf(USAGE_KEY) < 0 || !isUsageOnly(event.toString("utf8"))) kept.push(event);
-      start = e + 2;
+      start = e;
     }
     return kept.length === 1 ? kept[0]! : Buffer.concat(kept);
   }
@@ -94,4 +101,20 @@ export class UsageChunkFilter {
     if (rest.indexOf(USAGE_KEY) >= 0 && isUsageOnly(rest.toString("utf8"))) return EMPTY;
     return rest;
   }
+}
+
+/** Just past the last blank line of `data` (LF or CRLF), or −1. */
+function lastEventEnd(data: Buffer): number {
+  const lf = data.lastIndexOf(EVENT_END);
+  const crlf = data.lastIndexOf(EVENT_END_CRLF);
+  return Math.max(lf < 0 ? -1 : lf + 2, crlf < 0 ? -1 : crlf + 3);
+}
+
+/** Just past the first blank line of `data` from `from` (LF or CRLF), or −1. */
+function nextEventEnd(data: Buffer, from: number): number {
+  const lf = data.indexOf(EVENT_END, from);
+  const crlf = data.indexOf(EVENT_END_CRLF, from);
+  if (lf < 0) return crlf < 0 ? -1 : crlf + 3;
+  if (crlf < 0) return lf + 2;
+  return Math.min(lf + 2, crlf + 3);
 }

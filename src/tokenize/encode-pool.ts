@@ -20,18 +20,36 @@ export interface PoolState {
   readonly started: number;
   readonly ready: number;
   readonly jobs: number;
+  /** Threads that died (each restarted after a growing delay). */
+  readonly deaths: number;
 }
 
 interface Slot {
   readonly worker: Worker;
   ready: boolean;
   busy: number;
+  /** Characters of the jobs sent and not yet answered: how long a new job would wait. */
+  queuedChars: number;
 }
 
 interface Pending {
+  readonly slot: Slot;
+  readonly chars: number;
   resolve(reply: { ids: Int32Array[]; cached: number }): void;
   reject(err: Error): void;
 }
+
+/**
+ * A request smaller than the caller's off-thread threshold waits behind at most this many
+ * queued characters on a thread (~10–30 ms of encoding); past it, it is tokenized on the
+ * caller's thread instead (`tryRun` answers null), so one huge prompt does not hold up
+ * every small request behind it.
+ */
+export const QUEUE_BUDGET_CHARS = 32 * 1024;
+
+/** Restart delays after a thread dies: doubling from 1 s to 60 s, reset by a ready thread. */
+const RESTART_MIN_MS = 1000;
+const RESTART_MAX_MS = 60_000;
 
 /** A whole request's ids from a worker. */
 export interface RunResult {
@@ -48,6 +66,10 @@ export class EncodePool {
   #nextId = 1;
   #jobs = 0;
   #closed = false;
+  #deaths = 0;
+  /** No thread is started before this time (ms, `Date.now`): backoff after deaths. */
+  #restartAt = 0;
+  #restartDelay = 0;
 
   /** `workerUrl`: the thread's module (default `encode-worker`; tests give a failing one). */
   constructor(data: EncodeWorkerData, size: number, workerUrl: URL = WORKER_URL) {
@@ -58,29 +80,39 @@ export class EncodePool {
 
   /** Starts the workers if they are not yet started (they load in the background). */
   warm(): void {
-    if (this.#closed) return;
+    if (this.#closed || Date.now() < this.#restartAt) return;
     while (this.#slots.length < this.#size) {
       const worker = startWorkerThread(this.#workerUrl, { workerData: this.#data });
-      const slot: Slot = { worker, ready: false, busy: 0 };
+      const slot: Slot = { worker, ready: false, busy: 0, queuedChars: 0 };
       worker.on("message", (m: EncodeReply | { ready: true }) => {
         if ("ready" in m) {
           slot.ready = true;
+          this.#restartDelay = 0;
           return;
         }
         if (--slot.busy === 0) worker.unref();
         const p = this.#pending.get(m.id);
         this.#pending.delete(m.id);
+        if (p !== undefined) slot.queuedChars -= p.chars;
         if ("error" in m) p?.reject(new TokenizeError(m.code ?? "bad_request", m.error));
         else p?.resolve({ ids: m.ids, cached: m.cached ?? 0 });
       });
-      // A worker that dies takes its jobs with it (they fail as `closed`: the caller routes
-      // them on load alone) and leaves the pool: the next call starts another, and the
-      // calls until it is ready tokenize on their own thread instead of waiting forever.
+      // A worker that dies takes its own jobs with it (they fail as `closed`: the caller
+      // routes them on load alone; other threads' jobs go on) and leaves the pool. Another
+      // is started on a later call, after a delay that doubles with each death in a row
+      // (1 s … 60 s): a thread that cannot load its model is not restarted per request.
+      // Until one is ready, calls tokenize on their own thread instead of waiting.
       const lost = (err: Error) => {
         const i = this.#slots.indexOf(slot);
         if (i < 0) return;
         this.#slots.splice(i, 1);
-        this.#failAll(err);
+        this.#deaths++;
+        this.#restartDelay = Math.min(
+          RESTART_MAX_MS,
+          Math.max(RESTART_MIN_MS, 2 * this.#restartDelay),
+        );
+        this.#restartAt = Date.now() + this.#restartDelay;
+        this.#fail(err, slot);
       };
       worker.on("error", (err: unknown) => lost(err as Error));
       worker.on("exit", (code) => lost(new Error(`tokenizer thread exited (${code})`)));
@@ -96,25 +128,35 @@ export class EncodePool {
     let best: Slot | null = null;
     for (const s of this.#slots) if (s.ready && (best === null || s.busy < best.busy)) best = s;
     if (best === null) return null;
-    return this.#send(best, (id) => ({ id, texts })).then((r) => r.ids);
+    const chars = texts.reduce((n, t) => n + t.length, 0);
+    return this.#send(best, chars, (id) => ({ id, texts })).then((r) => r.ids);
   }
 
   /**
-   * A whole request tokenized on the worker `affinity` names (the next ready one while it
-   * loads), or null when none is ready yet.
+   * A whole request (about `chars` characters of text) tokenized on the worker `affinity`
+   * names (the next ready one while it loads, or while it has more than
+   * `QUEUE_BUDGET_CHARS` queued and the request is under `waitAnywayChars`), or null when
+   * none qualifies: the caller tokenizes it itself.
    */
-  tryRun(request: RequestJob, affinity: number): Promise<RunResult> | null {
+  tryRun(
+    request: RequestJob,
+    affinity: number,
+    chars = 0,
+    waitAnywayChars = Number.POSITIVE_INFINITY,
+  ): Promise<RunResult> | null {
     if (this.#closed) return Promise.reject(new TokenizeError("closed", "tokenizer is closed"));
     this.warm();
     const n = this.#slots.length;
+    if (n === 0) return null;
     const home = affinity % n;
+    const waits = chars < waitAnywayChars;
     let slot: Slot | null = null;
     for (let k = 0; k < n && slot === null; k++) {
       const s = this.#slots[(home + k) % n]!;
-      if (s.ready) slot = s;
+      if (s.ready && (!waits || s.queuedChars <= QUEUE_BUDGET_CHARS)) slot = s;
     }
     if (slot === null) return null;
-    return this.#send(slot, (id) => ({ id, request })).then((r) => ({
+    return this.#send(slot, chars, (id) => ({ id, request })).then((r) => ({
       ids: r.ids[0]!,
       cached: r.cached,
     }));
@@ -122,25 +164,37 @@ export class EncodePool {
 
   #send(
     slot: Slot,
+    chars: number,
     job: (id: number) => EncodeJob,
   ): Promise<{ ids: Int32Array[]; cached: number }> {
     const id = this.#nextId++;
-    this.#jobs++;
-    if (slot.busy++ === 0) slot.worker.ref();
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      slot.worker.postMessage(job(id));
+      try {
+        slot.worker.postMessage(job(id));
+      } catch (err) {
+        // Not cloneable (library callers only: the gateway's requests are parsed JSON).
+        reject(new TokenizeError("bad_request", (err as Error).message));
+        return;
+      }
+      this.#jobs++;
+      if (slot.busy++ === 0) slot.worker.ref();
+      slot.queuedChars += chars;
+      this.#pending.set(id, { slot, chars, resolve, reject });
     });
   }
 
-  #failAll(err: Error): void {
-    for (const p of this.#pending.values()) p.reject(new TokenizeError("closed", err.message));
-    this.#pending.clear();
+  /** Fails the jobs waiting on `slot` (all of them when null). */
+  #fail(err: Error, slot: Slot | null): void {
+    for (const [id, p] of this.#pending) {
+      if (slot !== null && p.slot !== slot) continue;
+      this.#pending.delete(id);
+      p.reject(new TokenizeError("closed", err.message));
+    }
   }
 
   async close(): Promise<void> {
     this.#closed = true;
-    this.#failAll(new Error("tokenizer closed"));
+    this.#fail(new Error("tokenizer closed"), null);
     await Promise.all(this.#slots.map((s) => s.worker.terminate()));
     this.#slots.length = 0;
   }
@@ -151,6 +205,7 @@ export class EncodePool {
       started: this.#slots.length,
       ready: this.#slots.filter((s) => s.ready).length,
       jobs: this.#jobs,
+      deaths: this.#deaths,
     };
   }
 }

@@ -104,7 +104,7 @@ export class LocalTokenizer implements PromptTokenizer {
     if (typeof prompt !== "string")
       throw new TokenizeError("bad_request", "'prompt' must be a string");
     this.#checkOpen();
-    const off = this.#offThread({ kind: "completion", prompt }, prompt);
+    const off = this.#offThread({ kind: "completion", prompt }, prompt, prompt.length);
     if (off !== null) return off;
     const body = await this.#encodeText(prompt);
     return {
@@ -115,7 +115,11 @@ export class LocalTokenizer implements PromptTokenizer {
 
   async tokenizeChat(request: ChatRequestLike): Promise<TokenizeResult> {
     this.#checkOpen();
-    const off = this.#offThread({ kind: "chat", request }, conversationKey(request));
+    const off = this.#offThread(
+      { kind: "chat", request },
+      conversationKey(request),
+      chatChars(request),
+    );
     if (off !== null) return off;
     return this.#encodeText(this.renderChat(request));
   }
@@ -137,9 +141,11 @@ export class LocalTokenizer implements PromptTokenizer {
   }
 
   /** The whole request on a pool worker, or null (no pool, off, or no worker ready yet). */
-  #offThread(job: RequestJob, key: string): Promise<TokenizeResult> | null {
+  #offThread(job: RequestJob, key: string, chars: number): Promise<TokenizeResult> | null {
     if (!this.#requestsOffThread || this.#pool === null) return null;
-    const run = this.#pool.tryRun(job, hashKey(key));
+    // A small request does not wait behind a busy thread (it is encoded here instead); a
+    // large one goes to the thread anyway, as it would without whole-request threading.
+    const run = this.#pool.tryRun(job, hashKey(key), chars, this.#offThreadMinChars);
     if (run === null) return null;
     return run.then((r) => ({ tokenIds: toArray(r.ids), cachedSegments: r.cached }));
   }
@@ -171,7 +177,7 @@ export class LocalTokenizer implements PromptTokenizer {
 
   /** The worker pool's state (all zero without threads). */
   poolState(): PoolState {
-    return this.#pool?.state() ?? { started: 0, ready: 0, jobs: 0 };
+    return this.#pool?.state() ?? { started: 0, ready: 0, jobs: 0, deaths: 0 };
   }
 
   cacheStats(): SegmentCacheStats | null {
@@ -266,13 +272,37 @@ export class LocalTokenizer implements PromptTokenizer {
  * system prompt (shared by many conversations), cut short; every turn of a chat starts the
  * same, so its turns meet the worker whose segment cache holds its history.
  */
+/** The text characters of a chat's messages, about (string contents and text parts). */
+function chatChars(request: ChatRequestLike): number {
+  let n = 0;
+  for (const m of request.messages) {
+    const c = (m as { content?: unknown } | null)?.content;
+    if (typeof c === "string") n += c.length;
+    else if (Array.isArray(c)) {
+      for (const p of c) {
+        const t = (p as { text?: unknown } | null)?.text;
+        if (typeof t === "string") n += t.length;
+      }
+    }
+  }
+  return n;
+}
+
 function conversationKey(request: ChatRequestLike): string {
   const ms = request.messages;
   for (const m of ms) {
     const role = (m as { role?: unknown } | null)?.role;
     if (role === "system" || role === "developer") continue;
     const c = (m as { content?: unknown } | null)?.content;
-    return typeof c === "string" ? c.slice(0, 256) : (JSON.stringify(c) ?? "").slice(0, 256);
+    if (typeof c === "string") return c.slice(0, 256);
+    // Parts: the first text part (not the whole array: images are base64, megabytes).
+    if (Array.isArray(c)) {
+      for (const p of c) {
+        const t = (p as { text?: unknown } | null)?.text;
+        if (typeof t === "string") return t.slice(0, 256);
+      }
+    }
+    return "";
   }
   return "";
 }
