@@ -200,6 +200,10 @@ function* operations(s: Shape, steps: number) {
   let now = 50;
   let id = 0;
   const routed: string[] = [];
+  const remote: string[] = [];
+  // The peers' requests moving on draw from their own stream: the worlds above stay as
+  // they were.
+  const g2 = seededRng(s.seed * 17 + 3);
   for (let step = 0; step < steps; step++) {
     const x = g();
     if (x < 0.55) {
@@ -245,6 +249,7 @@ function* operations(s: Shape, steps: number) {
       const f = Math.floor(g() * FAMILIES);
       const keys =
         g() < 0.7 ? computeBlockKeys(prompt(f, 1 + Math.floor(g() * 9), 0), BS, null) : undefined;
+      remote.push(`x${id}`);
       yield {
         kind: "replica" as const,
         worker: w,
@@ -253,6 +258,15 @@ function* operations(s: Shape, steps: number) {
         keys,
         now,
       };
+      // Now and then one of the peer's requests moves on (first token, done) or its
+      // deadlines pass (sweep): each must reach the column cache as a change.
+      if (remote.length > 1 && g2() < 0.6) {
+        const y = g2();
+        const rid = remote[Math.floor(g2() * remote.length)]!;
+        if (y < 0.4) yield { kind: "replica-first" as const, id: rid, now };
+        else if (y < 0.8) yield { kind: "replica-done" as const, id: rid, now };
+        else yield { kind: "replica-sweep" as const, now };
+      }
     } else if (x < 0.88) {
       yield { kind: "unreachable" as const, worker: Math.floor(g() * s.workers), now };
     } else if (x < 0.9) {
@@ -308,6 +322,16 @@ function apply(
         },
         op.now,
       );
+      return null;
+    case "replica-first":
+      w.book?.firstToken("B", op.id);
+      return null;
+    case "replica-done":
+      w.book?.done("B", op.id, op.now);
+      return null;
+    case "replica-sweep":
+      w.book?.heard("B", 0, op.now);
+      w.book?.sweep(op.now);
       return null;
     case "unreachable":
       w.loads.markUnreachable(w.keys[op.worker]!, "scrape", "ECONNREFUSED", op.now);

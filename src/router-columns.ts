@@ -146,6 +146,7 @@ export class ColumnScorer {
     if (!this.#watching) {
       d.loads.watch(this.#changed);
       d.inFlight.watch(this.#changed);
+      d.extraLoad?.watch?.(this.#changed);
       this.#watching = true;
     }
     const h = this.#handlesOf(q.routable);
@@ -225,8 +226,9 @@ export class ColumnScorer {
     this.#applyChanges();
     const loads = d.loads;
     const staleAfter = loads.staleAfterMs;
-    // Other replicas' load changes without telling: recomputed on every decision.
-    const always = d.extraLoad !== undefined;
+    // Other replicas' load from a source that does not report its changes: recomputed on
+    // every decision (`RemoteLoadBook` reports them).
+    const always = d.extraLoad !== undefined && d.extraLoad.watch === undefined;
     // The cache trusts every change to be reported; now and then, check that it was.
     const audit = !always && ++this.#decisions % AUDIT_EVERY === 0;
     const nowMs = q.nowMs;

@@ -20,6 +20,11 @@ export interface PredictedLoadSource {
    * it counts its requests as sharing nothing.
    */
   pendingSharing?(worker: WorkerKey, keys: Uint32Array, blocks: number): number;
+  /**
+   * From now on, add to `changed` every worker whose figures here change (the column
+   * scorer's cache, `router-columns.ts`). A source without it is read anew every decision.
+   */
+  watch?(changed: Set<WorkerKey>): void;
 }
 
 /** a + b, field by field (a fresh object; neither input is kept). */

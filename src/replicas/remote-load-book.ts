@@ -46,6 +46,8 @@ export class RemoteLoadBook implements PredictedLoadSource {
   readonly staleAfterMs: number;
   #droppedReplicas = 0;
   #expiredEntries = 0;
+  /** Sets told of every worker whose figures change (`watch`). */
+  readonly #watchers: Set<WorkerKey>[] = [];
   /** During `replace`: workers whose queue was appended to unsorted. */
   #bulk: Set<WorkerState> | null = null;
 
@@ -87,6 +89,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
       keys: pending ? prefixKeys : undefined,
     };
     r.entries.set(e.id, x);
+    this.#touch(e.worker);
     const w = this.#worker(e.worker);
     if (this.#bulk === null) w.add(x);
     else {
@@ -159,6 +162,14 @@ export class RemoteLoadBook implements PredictedLoadSource {
     return w === undefined ? ZERO_TOTALS : w.since(sinceMs);
   }
 
+  watch(changed: Set<WorkerKey>): void {
+    this.#watchers.push(changed);
+  }
+
+  #touch(worker: WorkerKey): void {
+    for (const s of this.#watchers) s.add(worker);
+  }
+
   pendingSharing(worker: WorkerKey, keys: Uint32Array, blocks: number): number {
     const w = this.#workers.get(worker);
     return w === undefined ? 0 : pendingSharingIn(w, keys, blocks, entryKeys);
@@ -210,11 +221,13 @@ export class RemoteLoadBook implements PredictedLoadSource {
   #endPrefill(x: Entry): void {
     this.#workers.get(x.e.worker)!.endPrefill(x);
     x.keys = undefined;
+    this.#touch(x.e.worker);
   }
 
   #remove(r: ReplicaState, x: Entry): void {
     r.entries.delete(x.e.id);
     x.keys = undefined; // dead entries wait in the worker's queue until it is compacted
+    this.#touch(x.e.worker);
     const w = this.#workers.get(x.e.worker)!;
     w.remove(x);
     if (w.count === 0) this.#workers.delete(x.e.worker);
