@@ -235,7 +235,7 @@ export class ColumnScorer {
     for (let j = 0; j < n; j++) {
       const r = at[j]!;
       const checking = audit && h.valid[r] === 1;
-      const was = checking ? rowOf(h, r) : "";
+      if (checking) saveRow(h, r);
       const changed = always || audit || h.valid[r] === 0;
       if (changed) {
         const rule = loads.staleRule(h.load[r]);
@@ -255,7 +255,7 @@ export class ColumnScorer {
         h.exclusionLoad[r] = x === null ? Number.NaN : x;
         h.valid[r] = 1;
       }
-      if (checking && rowOf(h, r) !== was) this.#auditRepairs++;
+      if (checking && !sameRow(h, r)) this.#auditRepairs++;
       c.stale[j] = s;
       c.pending[j] = h.pending[r]!;
       c.activeBlocks[j] = h.activeBlocks[r]!;
@@ -430,7 +430,28 @@ function positionOfSlot(
 /** Decisions between two audits of the cached load rows. */
 const AUDIT_EVERY = 1024;
 
-/** A cached row's numbers, for the audit's comparison (NaN-safe). */
-function rowOf(h: FleetHandles, r: number): string {
-  return `${h.pending[r]} ${h.activeBlocks[r]} ${h.waiting[r]} ${h.exclusionLoad[r]} ${h.staleAlways[r]} ${h.staleSince[r]}`;
+/** A cached row's numbers, copied for the audit's comparison. */
+const ROW = new Float64Array(6);
+
+function saveRow(h: FleetHandles, r: number): void {
+  ROW[0] = h.pending[r]!;
+  ROW[1] = h.activeBlocks[r]!;
+  ROW[2] = h.waiting[r]!;
+  ROW[3] = h.exclusionLoad[r]!;
+  ROW[4] = h.staleAlways[r]!;
+  ROW[5] = h.staleSince[r]!;
 }
+
+/** Whether the row still holds the numbers `saveRow` copied (NaN equals NaN). */
+function sameRow(h: FleetHandles, r: number): boolean {
+  return (
+    eq(ROW[0]!, h.pending[r]!) &&
+    eq(ROW[1]!, h.activeBlocks[r]!) &&
+    eq(ROW[2]!, h.waiting[r]!) &&
+    eq(ROW[3]!, h.exclusionLoad[r]!) &&
+    eq(ROW[4]!, h.staleAlways[r]!) &&
+    eq(ROW[5]!, h.staleSince[r]!)
+  );
+}
+
+const eq = (a: number, b: number) => a === b || (Number.isNaN(a) && Number.isNaN(b));

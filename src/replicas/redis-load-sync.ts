@@ -301,8 +301,10 @@ export class RedisLoadSync implements InFlightListener {
         if (e !== undefined) set.push(o.id, encodeEntry(e));
       } else if (o.op === "done") del.push(o.id);
     }
-    if (set.length > 0) pipe.hset(this.#hashKey, ...set);
-    if (del.length > 0) pipe.hdel(this.#hashKey, ...del);
+    // In bounded commands: a long hold-back must not become one huge command, nor an
+    // argument list too long to spread.
+    for (const [a, b] of fieldRuns(set)) pipe.hset(this.#hashKey, ...set.slice(a, b));
+    for (let i = 0; i < del.length; i += 4000) pipe.hdel(this.#hashKey, ...del.slice(i, i + 4000));
     pipe.pexpire(this.#hashKey, this.#o.staleAfterMs);
     pipe.zadd(this.#setKey, now, this.#o.replicaId);
     // Messages of at most ~1 MB: a subscriber's output buffer stays far below Redis's
@@ -331,16 +333,7 @@ export class RedisLoadSync implements InFlightListener {
     for (const e of this.#mine.values()) {
       if (e.expiresMs > now) fields.push(e.id, encodeEntry(e));
     }
-    for (let i = 0; i < fields.length; ) {
-      let bytes = 0;
-      let j = i;
-      while (j < fields.length && j - i < 4000 && bytes < MAX_MESSAGE_BYTES) {
-        bytes += fields[j]!.length + fields[j + 1]!.length;
-        j += 2;
-      }
-      tx.hset(this.#hashKey, ...fields.slice(i, j));
-      i = j;
-    }
+    for (const [a, b] of fieldRuns(fields)) tx.hset(this.#hashKey, ...fields.slice(a, b));
     tx.pexpire(this.#hashKey, this.#o.staleAfterMs);
     tx.zadd(this.#setKey, now, this.#o.replicaId);
     const msg = {
@@ -523,11 +516,28 @@ function withoutKeys(e: SharedEntry): SharedEntry {
 
 /** An operation's encoded size, about: keys are base64 (4 chars per 3 bytes). */
 function opBytes(o: SyncOp): number {
-  if (o.op !== "add") return 48;
+  // Ids and worker keys counted as JSON may escape them (up to 6 bytes a character).
+  if (o.op !== "add") return 48 + ("id" in o ? 6 * o.id.length : 0);
   const k = o.entry.prefixKeys;
   return (
-    160 + o.entry.id.length + o.entry.worker.length + (k === undefined ? 0 : (k.length * 16) / 3)
+    160 +
+    6 * (o.entry.id.length + o.entry.worker.length) +
+    (k === undefined ? 0 : (k.length * 16) / 3)
   );
+}
+
+/** `[from, to)` runs of (field, value) pairs of at most 4,000 words and about 1 MB each. */
+function* fieldRuns(fields: readonly string[]): Generator<[number, number]> {
+  for (let i = 0; i < fields.length; ) {
+    let bytes = 0;
+    let j = i;
+    while (j < fields.length && j - i < 4000 && bytes < MAX_MESSAGE_BYTES) {
+      bytes += fields[j]!.length + fields[j + 1]!.length;
+      j += 2;
+    }
+    yield [i, j];
+    i = j;
+  }
 }
 
 /** `ops` in consecutive parts of at most about `max` bytes (one part if empty). */
