@@ -60,6 +60,17 @@ export async function matrixMain(argv: string[]): Promise<number> {
     if (split.caches !== null && o.capacityBlocks !== null) {
       throw new MatrixUsageError("give --caches or --capacity-tokens/--capacity-blocks, not both");
     }
+    const sizes = (split.caches ?? []).filter((c) => c !== null);
+    for (const c of sizes) {
+      if (c % o.blockSize !== 0) {
+        throw new MatrixUsageError(
+          `--caches: ${c} tokens is not a whole number of ${o.blockSize}-token blocks`,
+        );
+      }
+    }
+    if (new Set(split.caches ?? []).size !== (split.caches ?? []).length) {
+      throw new MatrixUsageError("--caches: a size is given twice");
+    }
   } catch (err) {
     if (!(err instanceof MatrixUsageError) && !(err instanceof ReplayUsageError)) throw err;
     process.stderr.write(`kvrouter replay matrix: ${err.message}\n\n${MATRIX_USAGE}\n${USAGE}`);

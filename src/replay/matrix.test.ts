@@ -103,6 +103,31 @@ describe("replay matrix", () => {
     );
   });
 
+  it("says which cells left rejected requests out, and does not compare them", () => {
+    // 4,000-token caches: most shared-prefix prompts (~6,000 tokens) fit no worker, while
+    // the one-pool reference (the fleet's capacity in one) admits them all.
+    const options = parseReplayArgs(["--jobs", "1"])!;
+    const results = (["kv", "sglang_cache_aware", "reference"] as const).map((policy) =>
+      runMatrixJob({
+        workload: "shared-prefix",
+        load: 0.5,
+        policy,
+        cacheTokens: 4000,
+        requests: 40,
+        trace: DEFAULT_TRACE,
+        gen: {},
+        options,
+      }),
+    );
+    expect(results[0]!.summary.rejected).toBeGreaterThan(0);
+    expect(results[2]!.summary.rejected).toBe(0);
+    const text = formatMatrix(results);
+    expect(text).toContain(`(${results[0]!.summary.rejected} rejected)`);
+    expect(text).toMatch(
+      /\| shared-prefix \| 4,000 \| 50 % \| \w+ \| n\/c \| \w+ \| n\/c \| n\/c \|/,
+    );
+  });
+
   it("runs the one-pool reference as a cell: one worker, the fleet's capacity", () => {
     const r = runMatrixJob({
       workload: "chat",

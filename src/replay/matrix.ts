@@ -213,7 +213,10 @@ export function formatMatrix(results: readonly MatrixResult[]): string {
         const cells = runs.map((r) => {
           if (r === undefined) return " | | ";
           const s = r.summary;
-          return `${pct(s.hitRate)} | ${sec(s.ttftMs.mean)} | ${sec(s.ttftMs.p99)}`;
+          // Rejected requests (prompts larger than a worker's cache) are left out of the
+          // figures: said in the cell, so such a cell is not read as comparable.
+          const rej = s.rejected > 0 ? ` (${s.rejected} rejected)` : "";
+          return `${pct(s.hitRate)}${rej} | ${sec(s.ttftMs.mean)} | ${sec(s.ttftMs.p99)}`;
         });
         const ev = runs.map((r) => (r === undefined ? "" : String(r.evictions))).join(", ");
         out.push(`| ${p} | ${cells.join(" | ")} | ${ev} |`);
@@ -223,7 +226,12 @@ export function formatMatrix(results: readonly MatrixResult[]): string {
   }
   const peers = policies.filter((p) => (PEER_POLICY_NAMES as readonly string[]).includes(p));
   if (policies.includes("kv") && peers.length > 0) {
-    out.push("### kv against the best peer in each cell (ratio < 1: kv better)", "");
+    out.push(
+      "### kv against the best peer in each cell (ratio < 1: kv better)",
+      "",
+      "n/c: the cell's runs rejected different requests (prompts larger than one worker's cache; left out of their figures), so they are not compared.",
+      "",
+    );
     const withRef = policies.includes("reference");
     out.push(
       `| workload | caches | load | best peer (mean) | kv / best mean | best peer (p99) | kv / best p99 |${withRef ? " kv hit / reference hit |" : ""}`,
@@ -246,13 +254,20 @@ export function formatMatrix(results: readonly MatrixResult[]): string {
           const size = c === null ? "unlimited" : c.toLocaleString("en-US");
           const ref = get(w, c, l, "reference");
           const h = ref === undefined ? null : kv.summary.hitRate / ref.summary.hitRate;
+          // Runs that rejected different requests measured different sets: not compared.
+          const rejected = [kv, ...ps, ...(ref === undefined ? [] : [ref])].some(
+            (r) => r.summary.rejected !== kv.summary.rejected,
+          );
           const hit = !withRef
             ? ""
             : h === null
               ? " |"
-              : ` ${h.toFixed(2)}${h < 0.95 ? " ✗" : ""} |`;
+              : rejected
+                ? " n/c |"
+                : ` ${h.toFixed(2)}${h < 0.95 ? " ✗" : ""} |`;
+          const ratio = (x: number) => (rejected ? "n/c" : `${x.toFixed(2)}${x > 1 ? " ✗" : ""}`);
           out.push(
-            `| ${w} | ${size} | ${Math.round(100 * l)} % | ${bestMean.policy} | ${m.toFixed(2)}${m > 1 ? " ✗" : ""} | ${bestP99.policy} | ${q.toFixed(2)}${q > 1 ? " ✗" : ""} |${hit}`,
+            `| ${w} | ${size} | ${Math.round(100 * l)} % | ${bestMean.policy} | ${ratio(m)} | ${bestP99.policy} | ${ratio(q)} |${hit}`,
           );
         }
       }
