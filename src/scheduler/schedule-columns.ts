@@ -18,14 +18,13 @@
 import { backlogPendingWeightOf, OTHER_PREFIX_MIN_SAVING } from "./backlog.js";
 import { candidateCost, newPrefillBlocksOf, totalCostOf } from "./cost.js";
 import { computeExclusionsOf, EXCLUSION_CODES } from "./exclusion.js";
-import { selectCandidate } from "./select.js";
+import { selectCandidate, selectReason } from "./select.js";
 import type {
   CandidateBreakdown,
   CandidateInput,
   CostTerms,
   ScheduleResult,
   SchedulerConfig,
-  SelectReason,
 } from "./types.js";
 
 /** Per-candidate numbers, in candidate order, `[0, n)` valid; reused across decisions. */
@@ -226,14 +225,7 @@ export function scheduleColumns(
     };
     if (i === chosen) chosenBreakdown = breakdown[j];
   }
-  const reason: SelectReason =
-    eligibleCount === 1
-      ? "only_candidate"
-      : sel.tie
-        ? "lowest_cost_tie"
-        : config.temperature > 0
-          ? "sampled"
-          : "lowest_cost";
+  const reason = selectReason(eligibleCount, sel.tie, config.temperature);
   const chosenCandidate = chosenBreakdown!;
   return {
     ok: true,

@@ -12,13 +12,12 @@
 import { backlogPendingWeight, OTHER_PREFIX_MIN_SAVING } from "./backlog.js";
 import { candidateCost } from "./cost.js";
 import { computeExclusions } from "./exclusion.js";
-import { selectCandidate } from "./select.js";
+import { selectCandidate, selectReason } from "./select.js";
 import type {
   CandidateBreakdown,
   ScheduleInput,
   ScheduleResult,
   SchedulerConfig,
-  SelectReason,
 } from "./types.js";
 
 /**
@@ -108,14 +107,7 @@ export function schedule(
   }
   let eligibleCount = 0;
   for (const e of eligible) if (e) eligibleCount++;
-  const reason: SelectReason =
-    eligibleCount === 1
-      ? "only_candidate"
-      : sel.tie
-        ? "lowest_cost_tie"
-        : config.temperature > 0
-          ? "sampled"
-          : "lowest_cost";
+  const reason = selectReason(eligibleCount, sel.tie, config.temperature);
   return {
     ok: true,
     chosen: candidates[sel.index]!.worker,

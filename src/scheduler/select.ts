@@ -4,6 +4,8 @@
  * the same thing whatever the scale of the costs. Randomness comes from the caller.
  */
 
+import type { SelectReason } from "./types.js";
+
 /** Costs closer than this (relative) are a tie. */
 const TIE_EPSILON = 1e-9;
 
@@ -83,4 +85,11 @@ export function selectCandidate(
 /** NaN ranks last, like +Infinity. */
 function rank(c: number): number {
   return Number.isNaN(c) ? Infinity : c;
+}
+
+/** Why the selection chose as it did (the answer's `reason`), for both scoring paths. */
+export function selectReason(eligible: number, tie: boolean, temperature: number): SelectReason {
+  if (eligible === 1) return "only_candidate";
+  if (tie) return "lowest_cost_tie";
+  return temperature > 0 ? "sampled" : "lowest_cost";
 }
