@@ -142,4 +142,38 @@ describe("a tokenizer thread that dies", () => {
       await pool.close();
     }
   }, 60_000);
+
+  it("fails only its own jobs: another thread's job goes on", async () => {
+    const dying = new URL("./fixtures/tokenize/dying-encode-worker.ts", import.meta.url);
+    const pool = new EncodePool(
+      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+      2,
+      dying,
+    );
+    try {
+      pool.warm();
+      const deadline = Date.now() + 30_000;
+      while (pool.state().ready < 2 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      const slow = pool.tryRun({ kind: "completion", prompt: "slow" }, 1); // thread 1
+      const dies = pool.tryRun({ kind: "completion", prompt: "x" }, 0); // thread 0
+      await expect(dies).rejects.toMatchObject({ code: "closed" });
+      await expect(slow).resolves.toMatchObject({ cached: 0 });
+      expect(pool.state()).toMatchObject({ started: 1, deaths: 1 });
+      // A request that cannot cross to a thread fails as a bad request, leaving nothing
+      // waiting and nothing counted.
+      const jobs = pool.state().jobs;
+      const bad = pool.tryRun(
+        {
+          kind: "chat",
+          request: { messages: [], chat_template_kwargs: { f: () => 1 } },
+        } as unknown as Parameters<EncodePool["tryRun"]>[0],
+        1,
+      );
+      await expect(bad).rejects.toMatchObject({ code: "bad_request" });
+      expect(pool.state().jobs).toBe(jobs);
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
 });
