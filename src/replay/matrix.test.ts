@@ -1,5 +1,6 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { formatMatrix, type MatrixResult, runMatrixJob, splitMatrixArgs } from "./matrix.js";
+import { matrixMain } from "./matrix-main.js";
 import { renderMatrixSvg } from "./matrix-svg.js";
 import { buildWorkload, scaleToLoad } from "./matrix-workloads.js";
 import { DEFAULT_TRACE, parseReplayArgs } from "./options.js";
@@ -126,6 +127,24 @@ describe("replay matrix", () => {
     expect(text).toMatch(
       /\| shared-prefix \| 4,000 \| 50 % \| \w+ \| n\/c \| \w+ \| n\/c \| n\/c \|/,
     );
+  });
+
+  it("refuses --caches sizes that are not whole blocks, or given twice, naming the flag", async () => {
+    const err: string[] = [];
+    const spy = vi.spyOn(process.stderr, "write").mockImplementation((c) => {
+      err.push(String(c));
+      return true;
+    });
+    try {
+      expect(await matrixMain(["--caches", "4001"])).toBe(2);
+      expect(err.join("")).toContain(
+        "--caches: 4001 tokens is not a whole number of 16-token blocks",
+      );
+      expect(await matrixMain(["--caches", "4000,unlimited,4000"])).toBe(2);
+      expect(err.join("")).toContain("--caches: a size is given twice");
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it("runs the one-pool reference as a cell: one worker, the fleet's capacity", () => {
