@@ -15,7 +15,14 @@
  * fleet's backlog (`backlog.ts`), so only the prefix's own demand moves it to a new holder.
  */
 
-import type { CandidateInput, CostTerms, CostWeights, TierOverlap } from "./types.js";
+import type {
+  CandidateBreakdown,
+  CandidateInput,
+  CostTerms,
+  CostWeights,
+  ExclusionReason,
+  TierOverlap,
+} from "./types.js";
 
 /** Per-block cost of the prompt's full blocks plus the tail, for one candidate. */
 export function newPrefillBlocks(
@@ -138,4 +145,28 @@ export function totalCostOf(
     w.pending * (same / blockSize) +
     otherPendingWeight * ((pending - same) / blockSize);
   return prefillCost + w.decode * activeBlocks + w.queue * waiting + penalty;
+}
+
+/** A candidate's line in the answer: its costs `t`, why it was excluded, its probability. */
+export function candidateBreakdown(
+  c: CandidateInput,
+  t: CostTerms,
+  excluded: ExclusionReason | null,
+  probability: number,
+): CandidateBreakdown {
+  return {
+    worker: c.worker,
+    overlap: c.overlap,
+    newPrefillBlocks: t.newPrefillBlocks,
+    prefillCost: t.prefillCost,
+    decodeCost: t.decodeCost,
+    queueCost: t.queueCost,
+    stalePenalty: t.stalePenalty,
+    totalCost: t.totalCost,
+    kvLoad: c.load.kvLoad,
+    stale: c.stale,
+    load: c.load,
+    excluded,
+    probability,
+  };
 }

@@ -16,7 +16,7 @@
  */
 
 import { backlogPendingWeightOf, OTHER_PREFIX_MIN_SAVING } from "./backlog.js";
-import { candidateCost, newPrefillBlocksOf, totalCostOf } from "./cost.js";
+import { candidateBreakdown, candidateCost, newPrefillBlocksOf, totalCostOf } from "./cost.js";
 import { computeExclusionsOf, EXCLUSION_CODES } from "./exclusion.js";
 import { selectCandidate, selectReason } from "./select.js";
 import type {
@@ -208,21 +208,7 @@ export function scheduleColumns(
   for (let j = 0; j < shown.length; j++) {
     const i = shown[j]!;
     const { c: cand, t } = built.get(i)!;
-    breakdown[j] = {
-      worker: cand.worker,
-      overlap: cand.overlap,
-      newPrefillBlocks: t.newPrefillBlocks,
-      prefillCost: t.prefillCost,
-      decodeCost: t.decodeCost,
-      queueCost: t.queueCost,
-      stalePenalty: t.stalePenalty,
-      totalCost: t.totalCost,
-      kvLoad: cand.load.kvLoad,
-      stale: cand.stale,
-      load: cand.load,
-      excluded: EXCLUSION_CODES[code[i]!]!,
-      probability: sel.probabilities[i]!,
-    };
+    breakdown[j] = candidateBreakdown(cand, t, EXCLUSION_CODES[code[i]!]!, sel.probabilities[i]!);
     if (i === chosen) chosenBreakdown = breakdown[j];
   }
   const reason = selectReason(eligibleCount, sel.tie, config.temperature);

@@ -10,7 +10,7 @@
  */
 
 import { backlogPendingWeight, OTHER_PREFIX_MIN_SAVING } from "./backlog.js";
-import { candidateCost } from "./cost.js";
+import { candidateBreakdown, candidateCost } from "./cost.js";
 import { computeExclusions } from "./exclusion.js";
 import { selectCandidate, selectReason } from "./select.js";
 import type {
@@ -88,21 +88,7 @@ export function schedule(
     const i = shown === null ? j : shown[j]!;
     const c = candidates[i]!;
     const t = costOf(i);
-    breakdown[j] = {
-      worker: c.worker,
-      overlap: c.overlap,
-      newPrefillBlocks: t.newPrefillBlocks,
-      prefillCost: t.prefillCost,
-      decodeCost: t.decodeCost,
-      queueCost: t.queueCost,
-      stalePenalty: t.stalePenalty,
-      totalCost: t.totalCost,
-      kvLoad: c.load.kvLoad,
-      stale: c.stale,
-      load: c.load,
-      excluded: ex.excluded[i]!,
-      probability: sel.probabilities[i]!,
-    };
+    breakdown[j] = candidateBreakdown(c, t, ex.excluded[i]!, sel.probabilities[i]!);
     if (i === sel.index) chosenBreakdown = breakdown[j];
   }
   let eligibleCount = 0;
