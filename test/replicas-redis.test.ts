@@ -10,6 +10,7 @@ import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { RedisLoadSync } from "../src/replicas/redis-load-sync.js";
 import { RemoteLoadBook } from "../src/replicas/remote-load-book.js";
+import type { SharedEntry } from "../src/replicas/wire.js";
 import { noopLogger } from "../src/util/log-sink.js";
 import { startTestService, type TestService, tokens, workers } from "./http-harness.js";
 import { freePort, RedisProcess, redisServerPath } from "./redis-helpers.js";
@@ -55,6 +56,46 @@ async function readyz(s: TestService) {
     remoteRequests: number;
     localRequests: number;
     routesWhileDegraded: number;
+  };
+}
+
+/** A `RedisLoadSync` driven directly (no service), 40 ms heartbeats. */
+function directSync(
+  url: string,
+  id: string,
+  keyPrefix: string,
+  book: RemoteLoadBook,
+  staleAfterMs: number,
+  shareKeys?: boolean,
+): RedisLoadSync {
+  return new RedisLoadSync({
+    url,
+    replicaId: id,
+    keyPrefix,
+    heartbeatMs: 40,
+    staleAfterMs,
+    commandTimeoutMs: 500,
+    maxPendingFlushes: 64,
+    ...(shareKeys === undefined ? {} : { shareKeys }),
+    book,
+    nowMs: () => Date.now(),
+    logger: noopLogger,
+  });
+}
+
+/** Request `id` routed now to worker w0#0, its prefill pending (with `prefixKeys`). */
+function pendingEntry(id: string, prefixKeys?: Uint32Array): SharedEntry {
+  const t = Date.now();
+  return {
+    id,
+    worker: "w0#0" as never,
+    prefillTokens: 100,
+    blocks: 8,
+    addedMs: t,
+    prefillEndMs: t + 60_000,
+    expiresMs: t + 600_000,
+    pending: true,
+    ...(prefixKeys === undefined ? {} : { prefixKeys }),
   };
 }
 
@@ -190,20 +231,7 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
   it("a replica that vanishes without a goodbye loses its load at its peers", async () => {
     const redis = await RedisProcess.start();
     cleanups.push(() => redis.kill());
-    const now = () => Date.now();
-    const mk = (id: string, book: RemoteLoadBook) =>
-      new RedisLoadSync({
-        url: redis.url,
-        replicaId: id,
-        keyPrefix: "c",
-        heartbeatMs: 40,
-        staleAfterMs: 300,
-        commandTimeoutMs: 500,
-        maxPendingFlushes: 64,
-        book,
-        nowMs: now,
-        logger: noopLogger,
-      });
+    const mk = (id: string, book: RemoteLoadBook) => directSync(redis.url, id, "c", book, 300);
     const bookX = new RemoteLoadBook({ staleAfterMs: 300 });
     const bookY = new RemoteLoadBook({ staleAfterMs: 300 });
     const x = mk("x", bookX);
@@ -216,17 +244,7 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
       () => x.state,
       (s) => s === "synced",
     );
-    const t = now();
-    x.added({
-      id: "r1",
-      worker: "w0#0" as never,
-      prefillTokens: 100,
-      blocks: 8,
-      addedMs: t,
-      prefillEndMs: t + 60_000,
-      expiresMs: t + 600_000,
-      pending: true,
-    });
+    x.added(pendingEntry("r1"));
     await eventually(
       "y sees r1",
       () => bookY.totals("w0#0" as never).pendingPrefillTokens,
@@ -251,21 +269,8 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
   it("a request's prompt keys reach the peers while its prefill is pending, and only then", async () => {
     const redis = await RedisProcess.start();
     cleanups.push(() => redis.kill());
-    const now = () => Date.now();
     const mk = (id: string, book: RemoteLoadBook, shareKeys: boolean) =>
-      new RedisLoadSync({
-        url: redis.url,
-        replicaId: id,
-        keyPrefix: "k",
-        heartbeatMs: 40,
-        staleAfterMs: 1000,
-        commandTimeoutMs: 500,
-        maxPendingFlushes: 64,
-        shareKeys,
-        book,
-        nowMs: now,
-        logger: noopLogger,
-      });
+      directSync(redis.url, id, "k", book, 1000, shareKeys);
     const books = [0, 1, 2].map(() => new RemoteLoadBook({ staleAfterMs: 1000 }));
     const [x, y, z] = [
       mk("x", books[0]!, true),
@@ -283,20 +288,7 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
     );
     const W = "w0#0" as never;
     const keys = Uint32Array.from({ length: 2 * 3000 }, (_, i) => i * 7919); // 48k tokens
-    const add = (s: RedisLoadSync, id: string) => {
-      const t = now();
-      s.added({
-        id,
-        worker: W,
-        prefillTokens: 100,
-        blocks: 8,
-        addedMs: t,
-        prefillEndMs: t + 60_000,
-        expiresMs: t + 600_000,
-        pending: true,
-        prefixKeys: keys,
-      });
-    };
+    const add = (s: RedisLoadSync, id: string) => s.added(pendingEntry(id, keys));
     add(x, "rx");
     add(z, "rz"); // z is configured not to share keys
     const sharing = (b: RemoteLoadBook, blocks: number) => b.pendingSharing(W, keys, blocks);
