@@ -32,6 +32,7 @@ import {
   encodeMessage,
   type SharedEntry,
   type SyncOp,
+  withoutKeys,
 } from "./wire.js";
 
 /** Changes held while Redis is behind; beyond this they are dropped and resynced later. */
@@ -506,13 +507,6 @@ export class RedisLoadSync implements InFlightListener {
 
 /** Largest message (and hash write) this replica sends, bytes, about. */
 const MAX_MESSAGE_BYTES = 1 << 20;
-
-/** `e` without its prompt keys (the same object when it has none). */
-function withoutKeys(e: SharedEntry): SharedEntry {
-  if (e.prefixKeys === undefined) return e;
-  const { prefixKeys: _, ...rest } = e;
-  return rest;
-}
 
 /** An operation's encoded size, about: keys are base64 (4 chars per 3 bytes). */
 function opBytes(o: SyncOp): number {

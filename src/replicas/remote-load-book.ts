@@ -15,7 +15,7 @@ import type { PredictedLoadSource } from "../load/predicted-load-source.js";
 import { pendingSharingIn, type TimedEntry, TimedTotals } from "../load/since-cursor.js";
 import type { InFlightTotals } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
-import type { SharedEntry } from "./wire.js";
+import { type SharedEntry, withoutKeys } from "./wire.js";
 
 interface Entry extends TimedEntry {
   readonly e: SharedEntry;
@@ -75,10 +75,9 @@ export class RemoteLoadBook implements PredictedLoadSource {
     if (old !== undefined) this.#remove(r, old);
     if (e.expiresMs <= nowMs) return;
     // The keys are held apart from the entry, so they go when the prefill ends.
-    const { prefixKeys, ...rest } = e;
     const pending = e.pending && e.prefillEndMs > nowMs;
     const x: Entry = {
-      e: rest,
+      e: withoutKeys(e),
       replica,
       addedMs: e.addedMs,
       prefillTokens: e.prefillTokens,
@@ -86,7 +85,7 @@ export class RemoteLoadBook implements PredictedLoadSource {
       pending,
       live: true,
       before: false,
-      keys: pending ? prefixKeys : undefined,
+      keys: pending ? e.prefixKeys : undefined,
     };
     r.entries.set(e.id, x);
     this.#touch(e.worker);

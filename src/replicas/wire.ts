@@ -36,6 +36,13 @@ export interface SharedEntry {
  * the first this many blocks.
  */
 export const MAX_SHARED_PREFIX_BLOCKS = 4096;
+
+/** `e` without its prompt keys (the same object when it has none). */
+export function withoutKeys(e: SharedEntry): SharedEntry {
+  if (e.prefixKeys === undefined) return e;
+  const { prefixKeys: _, ...rest } = e;
+  return rest;
+}
 const MAX_KEYS_BASE64 = 4 * Math.ceil((8 * MAX_SHARED_PREFIX_BLOCKS) / 3);
 
 export type SyncOp =
