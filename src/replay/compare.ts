@@ -7,7 +7,7 @@ import { RadixTreeIndex } from "../index/radix-tree.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { deriveSeed, seededRng } from "../util/rng.js";
 import { KvPolicy } from "./kv-policy.js";
-import type { KvPredictOptions, KvPredictStats } from "./kv-predict.js";
+import { type KvPredictOptions, type KvPredictStats, SERVICE_PREDICT } from "./kv-predict.js";
 import { AibrixPrefixCachePolicy } from "./peers/aibrix-prefix-cache.js";
 import { DynamoKvPolicy } from "./peers/dynamo-kv-router.js";
 import { LlmdApproxPolicy, LlmdPrecisePolicy } from "./peers/llmd-scorers.js";
@@ -31,7 +31,10 @@ export interface CompareOptions extends FleetOptions {
   readonly scheduler: SchedulerConfig;
   /** Also run one worker with the whole fleet's capacity, throughput and slots. */
   readonly reference: boolean;
-  /** kv only: predict-on-route, fallback and injected faults; absent = off. */
+  /**
+   * kv only: predict-on-route, fallback and injected faults; absent = the service's
+   * default (`SERVICE_PREDICT`). `kv_nopredict` takes the same with the TTL at 0.
+   */
   readonly predict?: KvPredictOptions;
   /** kv only: more than one replica runs `ReplicatedKvPolicy`; absent = one router. */
   readonly replicaSync?: ReplicaSyncModel;
@@ -55,6 +58,7 @@ export function makePolicy(
 ): RoutingPolicy {
   switch (name) {
     case "kv":
+    case "kv_nopredict": {
       if (o.replicaSync !== undefined && o.replicaSync.replicas > 1) {
         return new ReplicatedKvPolicy({
           ...o.replicaSync,
@@ -71,8 +75,12 @@ export function makePolicy(
         capacityBlocks: o.capacityBlocks ?? unlimitedBlocks(requests, o.blockSize),
         config: o.scheduler,
         rng: seededRng(deriveSeed(o.seed, "kv")),
-        ...(o.predict === undefined ? {} : { predict: o.predict }),
+        predict:
+          name === "kv_nopredict"
+            ? { ...(o.predict ?? SERVICE_PREDICT), ttlMs: 0 }
+            : (o.predict ?? SERVICE_PREDICT),
       });
+    }
     case "round_robin":
       return new RoundRobinPolicy(fleet);
     case "random":

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { FIELDS } from "../config/fields.js";
 import { workerKey } from "../protocol/worker.js";
 import { runJob } from "./compare.js";
-import { KvPredict, parseFault } from "./kv-predict.js";
+import { KvPredict, parseFault, SERVICE_PREDICT } from "./kv-predict.js";
 import { parseReplayArgs, ReplayUsageError } from "./options.js";
 import { parseTrace } from "./trace.js";
 import { defaultParams, generateWorkload, toJsonl } from "./workloads/generators.js";
@@ -17,7 +18,18 @@ describe("replay prediction flags", () => {
       fallback: true,
       faults: [{ kind: "gap", worker: 1, atMs: 10_000 }],
     });
-    expect(parseReplayArgs([])!.predict).toMatchObject({ ttlMs: 0, fallback: false, faults: [] });
+    // kv runs predict-on-route as the service does by default.
+    expect(parseReplayArgs([])!.predict).toMatchObject({
+      ttlMs: FIELDS.predict.ttlMs.default,
+      fallback: false,
+      faults: [],
+    });
+    expect(parseReplayArgs(["--predict-ttl-ms", "0"])!.predict.ttlMs).toBe(0);
+    // Replicas do not model prediction: off by default with them, refused when asked for.
+    expect(parseReplayArgs(["--replicas", "2"])!.predict.ttlMs).toBe(0);
+    expect(() => parseReplayArgs(["--replicas", "2", "--predict-ttl-ms", "2000"])).toThrow(
+      /--replicas above 1/,
+    );
     expect(() => parseReplayArgs(["--fault", "drop:1@2"])).toThrow(ReplayUsageError);
     expect(() => parseReplayArgs(["--predict-ttl-ms", "-1"])).toThrow(/--predict-ttl-ms/);
   });
@@ -88,5 +100,25 @@ describe("fallback after an unfilled gap, in a replay", () => {
     const precise = run(false).predict!;
     expect(precise.degradedEntries).toBe(0);
     expect(precise.overclaimsFromViewWhileHealthy).toBe(0);
+  });
+});
+
+describe("kv runs predict-on-route by default; kv_nopredict does not", () => {
+  // Agentic bursts: an agent step's siblings arrive together and share a context that no
+  // engine has reported yet, so a predicting router sends them by its own decisions.
+  const requests = parseTrace(
+    toJsonl(generateWorkload("agentic", { ...defaultParams("agentic"), requests: 300, rate: 4 })),
+  );
+  const { predict: _flags, ...base } = parseReplayArgs(["--jobs", "1"])!;
+
+  it("predicts with the service's TTL when no options are given, and not as kv_nopredict", () => {
+    const kv = runJob(requests, "kv", base);
+    expect(kv.predict?.predictedRoutes).toBeGreaterThan(0);
+    const plain = runJob(requests, "kv_nopredict", base);
+    expect(plain.predict).toBeUndefined();
+    expect(plain.summary).not.toEqual(kv.summary);
+    // kv_nopredict is kv with the TTL at 0, as before.
+    const zero = runJob(requests, "kv", { ...base, predict: { ...SERVICE_PREDICT, ttlMs: 0 } });
+    expect(zero.summary).toEqual(plain.summary);
   });
 });

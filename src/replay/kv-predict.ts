@@ -15,6 +15,7 @@
  * eviction between the decision and admission).
  */
 
+import { FIELDS } from "../config/fields.js";
 import { PredictedBlocks } from "../predict/predicted-blocks.js";
 import { StreamHealth } from "../predict/stream-health.js";
 import type { KvEvent } from "../protocol/events.js";
@@ -35,6 +36,18 @@ export interface KvPredictOptions {
   /** Entry lifetime in degraded mode (ms). */
   readonly degradedTtlMs: number;
 }
+
+/**
+ * The `kv` policy's prediction settings when none are given: the service's defaults for
+ * predict-on-route (`predict.ttlMs`, 2 s), no fallback (it changes nothing on a healthy
+ * fleet) and no faults.
+ */
+export const SERVICE_PREDICT: KvPredictOptions = {
+  ttlMs: FIELDS.predict.ttlMs.default,
+  fallback: false,
+  faults: [],
+  degradedTtlMs: FIELDS.predict.degradedTtlMs.default,
+};
 
 /** Lost-batch window of an injected gap. */
 const GAP_MS = 1000;

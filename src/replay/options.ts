@@ -38,7 +38,8 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --capacity-tokens T       KV capacity per worker in tokens (rounded down to blocks)
   --policy P                ${BASELINE_POLICY_NAMES.join(" | ")} |
                             ${PEER_POLICY_NAMES.join(" | ")} |
-                            baselines | peers | all (default all); repeatable
+                            baselines | peers | all (default all); repeatable;
+                            also kv_nopredict: kv without predict-on-route
   --reference               also run one worker holding the whole fleet's capacity and
                             throughput (the hit rate routing should approach)
   --block-size B            tokens per KV block, engine and router (default 16)
@@ -52,7 +53,9 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --event-delay-ms X        KV event propagation delay, engine to router (default 5)
   --scrape-interval-ms X    /metrics scrape period seen by the router, 0 = none (default 1000)
   --predict-ttl-ms X        kv: predict-on-route, routed blocks count as held for X ms
-                            (docs/prediction.md; default 0 = off here, 2000 in the service)
+                            (docs/prediction.md; default ${FIELDS.predict.ttlMs.default}, the service's; 0 = off;
+                            --policy kv_nopredict runs kv with 0 beside it; not
+                            modelled with --replicas above 1)
   --fallback                kv: route a worker whose stream broke by its approximate view
   --fault KIND:W@S          inject a stream fault for kv: gap (1 s of batches lost, no
                             replay) or silent (publisher stops) on worker W at S seconds;
@@ -221,15 +224,20 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
 
   const replicaSync = parseReplicaFlags(v);
   if (typeof replicaSync === "string") throw new ReplayUsageError(replicaSync);
-  const predict = predictOptions(v, num("workers", v.workers, posInt, "a positive integer") ?? 8);
+  let predict = predictOptions(v, num("workers", v.workers, posInt, "a positive integer") ?? 8);
+  // Replicas do not model prediction: with more than one, kv runs without it unless the
+  // flags ask for it explicitly, which is refused.
   if (
     replicaSync.replicas > 1 &&
-    (predict.ttlMs > 0 || predict.fallback || predict.faults.length > 0)
+    ((v["predict-ttl-ms"] !== undefined && predict.ttlMs > 0) ||
+      predict.fallback ||
+      predict.faults.length > 0)
   ) {
     throw new ReplayUsageError(
       "--replicas above 1 does not model --predict-ttl-ms, --fallback or --fault yet",
     );
   }
+  if (replicaSync.replicas > 1) predict = { ...predict, ttlMs: 0 };
   return {
     trace: v.trace ?? DEFAULT_TRACE,
     limit: num("limit", v.limit, posInt, "a positive integer") ?? null,
@@ -262,7 +270,9 @@ function predictOptions(
     return r;
   });
   return {
-    ttlMs: num("predict-ttl-ms", v["predict-ttl-ms"], nonNeg, "a number ≥ 0") ?? 0,
+    ttlMs:
+      num("predict-ttl-ms", v["predict-ttl-ms"], nonNeg, "a number ≥ 0") ??
+      FIELDS.predict.ttlMs.default,
     fallback: v.fallback ?? false,
     faults,
     degradedTtlMs: FIELDS.predict.degradedTtlMs.default,

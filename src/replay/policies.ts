@@ -20,11 +20,21 @@ export const PEER_POLICY_NAMES = [
   "aibrix_prefix_cache",
   "pstack_kvaware",
 ] as const;
+/** What `--policy all` runs: our router, the baselines and the peers. */
 export const POLICY_NAMES = [...BASELINE_POLICY_NAMES, ...PEER_POLICY_NAMES] as const;
-export type PolicyName = (typeof POLICY_NAMES)[number];
+/**
+ * Variants of `kv` asked for by name only (not in `all`): `kv_nopredict` is the router
+ * without predict-on-route, as the replay ran `kv` before 2026-11-23 (its figures stay
+ * reproducible); `kv` itself runs predict-on-route at the service default.
+ */
+export const VARIANT_POLICY_NAMES = ["kv_nopredict"] as const;
+export type PolicyName = (typeof POLICY_NAMES)[number] | (typeof VARIANT_POLICY_NAMES)[number];
 
 export function isPolicyName(s: string): s is PolicyName {
-  return (POLICY_NAMES as readonly string[]).includes(s);
+  return (
+    (POLICY_NAMES as readonly string[]).includes(s) ||
+    (VARIANT_POLICY_NAMES as readonly string[]).includes(s)
+  );
 }
 
 /** What a policy may observe of the fleet, as a router could. */

@@ -87,7 +87,7 @@ describe("kv as router replicas", () => {
       seed: 3,
       eventDelayMs: 5,
       scrapeIntervalMs: 1000,
-      policies: ["kv"] as const,
+      policies: ["kv_nopredict"] as const,
       scheduler: config,
       reference: false,
     };
@@ -128,7 +128,7 @@ describe("kv as router replicas", () => {
       seed: 1,
       eventDelayMs: 5,
       scrapeIntervalMs: 1000,
-      policies: ["kv"] as const,
+      policies: ["kv_nopredict"] as const,
       scheduler: config,
       reference: false,
     };
