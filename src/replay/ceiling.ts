@@ -34,7 +34,13 @@ export function maxHitTokens(length: number, blockSize: number): number {
  */
 export function infiniteCacheCeiling(
   requests: readonly TraceRequest[],
-  options: { workers?: number; blockSize?: number; assign?: (i: number) => number } = {},
+  options: {
+    workers?: number;
+    blockSize?: number;
+    assign?: (i: number) => number;
+    /** Sees each request's hit in tokens (with 1 worker: the best any cache could give it). */
+    onHit?: (i: number, hitTokens: number) => void;
+  } = {},
 ): CeilingResult {
   const workers = options.workers ?? 1;
   const blockSize = options.blockSize ?? 16;
@@ -66,6 +72,7 @@ export function infiniteCacheCeiling(
     blocks += ids.length;
     tokenHits += hit;
     tokens += r.inputLength;
+    options.onHit?.(i, hit);
     for (const id of ids) {
       const prev = cache.get(id);
       if (prev === undefined || prev < r.inputLength) cache.set(id, r.inputLength);

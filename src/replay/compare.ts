@@ -24,6 +24,8 @@ import {
 import { type ReplicaSyncModel, ReplicatedKvPolicy } from "./replica-policy.js";
 import type { ReportRun } from "./report.js";
 import { type FleetOptions, runReplay, unlimitedBlocks } from "./run-replay.js";
+import type { TailData } from "./tail-data.js";
+import type { TailOptions } from "./tail-report.js";
 import type { TraceRequest } from "./trace.js";
 
 export interface CompareOptions extends FleetOptions {
@@ -38,6 +40,8 @@ export interface CompareOptions extends FleetOptions {
   readonly predict?: KvPredictOptions;
   /** kv only: more than one replica runs `ReplicatedKvPolicy`; absent = one router. */
   readonly replicaSync?: ReplicaSyncModel;
+  /** `--tail-report`: the policies whose per-request tail figures are collected. */
+  readonly tail?: TailOptions | null;
 }
 
 /** Labelled run plus what the plot needs. */
@@ -47,6 +51,8 @@ export interface CompareRun extends ReportRun {
   readonly eventProblems?: Readonly<Record<string, number>>;
   /** kv with prediction, fallback or faults: what they did (kv-predict.ts). */
   readonly predict?: KvPredictStats;
+  /** Per-request tail figures (`--tail-report`, this policy among `tail.policies`). */
+  readonly tailData?: TailData;
 }
 
 /** Build a policy by name for a fleet. */
@@ -148,6 +154,7 @@ export function runJob(
       return policy;
     },
     o,
+    { tail: o.tail?.policies.includes(job) ?? false },
   );
   const p = policy as RoutingPolicy | null;
   const problems =
@@ -163,6 +170,7 @@ export function runJob(
     ttftSorted: r.ttftSorted,
     ...(problems === undefined ? {} : { eventProblems: problems }),
     ...(predict === undefined ? {} : { predict: { ...predict } }),
+    ...(r.tail === undefined ? {} : { tailData: r.tail }),
   };
 }
 

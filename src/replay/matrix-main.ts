@@ -17,6 +17,7 @@ import {
   splitMatrixArgs,
 } from "./matrix.js";
 import { renderMatrixSvg } from "./matrix-svg.js";
+import { formatMatrixTail, matrixTailReports } from "./matrix-tail.js";
 import { parseReplayArgs, ReplayUsageError, USAGE } from "./options.js";
 import { formatJson } from "./report.js";
 import { runLanes, runOnThread } from "./run-parallel.js";
@@ -31,7 +32,9 @@ each cache size, and prints one markdown table per workload and cache size plus 
 against the best peer per cell.
 Default policies: kv, round_robin and every peer (--policy to choose); --reference adds
 one worker with the fleet's capacity and throughput per cell (the hit-rate goal's
-one-pool reference; the summary then shows kv's hit rate against it).
+one-pool reference; the summary then shows kv's hit rate against it). --tail-report
+(implies --reference; --tail-factor, --tail-policy as for replay) adds a table of the
+p99 goal per cell: line, allowance, requests above, forced, causes, met or not.
 
   --workloads LIST   comma-separated (default: all five)
   --loads LIST       round-robin prefill utilisations (default 0.5,0.8,0.95)
@@ -80,6 +83,13 @@ export async function matrixMain(argv: string[]): Promise<number> {
     ...(split.rest.includes("--policy") ? o.policies : DEFAULT_MATRIX_POLICIES),
     ...(o.reference ? (["reference"] as const) : []),
   ];
+  const missing = (o.tail?.policies ?? []).filter((p) => !policies.includes(p as CompareJob));
+  if (missing.length > 0) {
+    process.stderr.write(
+      `kvrouter replay matrix: --tail-policy: ${missing.join(", ")} not among the matrix's policies (${policies.join(", ")})\n`,
+    );
+    return 2;
+  }
   const caches =
     split.caches ??
     (o.capacityBlocks === null ? DEFAULT_MATRIX_CACHES : [o.capacityBlocks * o.blockSize]);
@@ -125,6 +135,8 @@ export async function matrixMain(argv: string[]): Promise<number> {
         });
   process.stderr.write(`done in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
   process.stdout.write(formatMatrix(results));
+  const tails = o.tail === null ? [] : matrixTailReports(results, o.tail.factor);
+  if (tails.length > 0) process.stdout.write(`\n${formatMatrixTail(tails)}`);
   if (o.svg !== null) {
     writeFileSync(
       o.svg,
@@ -135,7 +147,24 @@ export async function matrixMain(argv: string[]): Promise<number> {
   if (o.json) {
     const { scheduler, ...rest } = o;
     process.stdout.write(
-      `${formatJson({ options: { ...rest, ...split, caches, rest: undefined, policies, scheduler }, ceilings: null, runs: results.map((r) => ({ label: `${r.workload}/${r.cacheTokens ?? "unlimited"}/${r.load}/${r.policy}`, ...r })) })}\n`,
+      `${formatJson({
+        options: { ...rest, ...split, caches, rest: undefined, policies, scheduler },
+        ceilings: null,
+        runs: results.map(({ tailData: _d, ...r }) => {
+          const t = tails.find(
+            (x) =>
+              x.workload === r.workload &&
+              x.cacheTokens === r.cacheTokens &&
+              x.load === r.load &&
+              x.report.policy === r.policy,
+          );
+          return {
+            label: `${r.workload}/${r.cacheTokens ?? "unlimited"}/${r.load}/${r.policy}`,
+            ...r,
+            ...(t === undefined ? {} : { tail: t.report }),
+          };
+        }),
+      })}\n`,
     );
   }
   return 0;

@@ -18,6 +18,7 @@ import {
 } from "./matrix-workloads.js";
 import type { RunSummary } from "./metrics.js";
 import { PEER_POLICY_NAMES, type PolicyName } from "./policies.js";
+import type { TailData } from "./tail-data.js";
 import { defaultParams, type WorkloadParams } from "./workloads/generators.js";
 
 /** One cell of the matrix for one policy. */
@@ -48,6 +49,8 @@ export interface MatrixResult {
   /** Blocks the workers' caches evicted (0: the cache size did not bind). */
   readonly evictions: number;
   readonly wallMs: number;
+  /** Per-request tail figures (`--tail-report`, the policy among those reported). */
+  readonly tailData?: TailData;
 }
 
 export const DEFAULT_MATRIX_LOADS = [0.5, 0.8, 0.95] as const;
@@ -89,6 +92,7 @@ export function runMatrixJob(j: MatrixJob): MatrixResult {
     summary: run.summary,
     evictions: run.evictions,
     wallMs: run.wallMs,
+    ...(run.tailData === undefined ? {} : { tailData: run.tailData }),
   };
 }
 

@@ -18,6 +18,8 @@ import {
 } from "./policies.js";
 import { parseReplicaFlags, REPLICA_FLAGS, REPLICA_USAGE } from "./replica-options.js";
 import type { ReplicaSyncModel } from "./replica-policy.js";
+import { parseTailFlags, TAIL_FLAGS, TAIL_USAGE } from "./tail-options.js";
+import type { TailOptions } from "./tail-report.js";
 import { DEFAULT_TIMING, invalidTimingField, type TimingModel } from "./timing-model.js";
 
 /** The trace slice shipped in the repository (and the image): `traces/README.md`. */
@@ -65,7 +67,7 @@ ${REPLICA_USAGE}  --weight KEY=VALUE        scheduler weight override (prefill, 
   --temperature T           scheduler temperature (default: the service default)
   --outlier-std-k K         exclude workers with KV load above mean + K·std; inf = off
   --kv-hard-cap X           exclude workers with KV load above X (0..1); inf = off
-  --jobs N                  policies run in parallel on worker threads (default: cores)
+${TAIL_USAGE}  --jobs N                  policies run in parallel on worker threads (default: cores)
   --json                    print one JSON object as the last line
   --svg FILE                write the TTFT CDF and hit-rate plot
   --help                    this text
@@ -89,6 +91,8 @@ export interface ReplayOptions {
   /** kv only: router replicas and how they share load (replica-policy.ts). */
   readonly replicaSync: ReplicaSyncModel;
   readonly scheduler: SchedulerConfig;
+  /** `--tail-report`: null = off. */
+  readonly tail: TailOptions | null;
   readonly jobs: number;
   readonly json: boolean;
   readonly svg: string | null;
@@ -238,13 +242,15 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
     );
   }
   if (replicaSync.replicas > 1) predict = { ...predict, ttlMs: 0 };
+  const tail = parseTailFlags(v, [...new Set(policies)]);
+  if (typeof tail === "string") throw new ReplayUsageError(tail);
   return {
     trace: v.trace ?? DEFAULT_TRACE,
     limit: num("limit", v.limit, posInt, "a positive integer") ?? null,
     workers: num("workers", v.workers, posInt, "a positive integer") ?? 8,
     capacityBlocks,
     policies: [...new Set(policies)],
-    reference: v.reference ?? false,
+    reference: (v.reference ?? false) || tail !== null,
     blockSize,
     seed: num("seed", v.seed, Number.isSafeInteger, "an integer") ?? 1,
     timing,
@@ -254,6 +260,7 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
     predict,
     replicaSync,
     scheduler,
+    tail,
     jobs: num("jobs", v.jobs, posInt, "a positive integer") ?? availableParallelism(),
     json: v.json ?? false,
     svg: v.svg ?? null,
@@ -308,6 +315,7 @@ function parse(argv: readonly string[]) {
       temperature: { type: "string" },
       "outlier-std-k": { type: "string" },
       "kv-hard-cap": { type: "string" },
+      ...TAIL_FLAGS,
       jobs: { type: "string" },
       json: { type: "boolean" },
       svg: { type: "string" },

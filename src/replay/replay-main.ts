@@ -10,6 +10,7 @@ import { parseReplayArgs, ReplayUsageError, USAGE } from "./options.js";
 import { formatJson, formatTable, type ReportCeilings } from "./report.js";
 import { comparePoliciesParallel } from "./run-parallel.js";
 import { renderSvg } from "./svg-plot.js";
+import { formatTailReport, type TailReport, tailReport } from "./tail-report.js";
 import { loadTrace, TraceFormatError } from "./trace.js";
 
 /** Entry point; returns the exit code (0 ok, 1 failure, 2 bad usage). */
@@ -80,6 +81,16 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${r.label}: prediction/fallback: ${JSON.stringify(r.predict)}\n`);
     }
   }
+  const tails = new Map<string, TailReport>();
+  if (o.tail !== null) {
+    const ref = runs.find((r) => r.label === "reference")!;
+    for (const r of runs) {
+      if (r.tailData === undefined) continue;
+      const t = tailReport(r.label, r.tailData, ref.summary.ttftMs.p99, o.tail.factor);
+      tails.set(r.label, t);
+      process.stdout.write(`\n${formatTailReport(t)}`);
+    }
+  }
   if (o.svg !== null) {
     const title = `${requests.length} requests, ${o.workers} workers, ${cap}`;
     const series = runs.map((r) => ({
@@ -96,7 +107,9 @@ export async function main(argv: string[]): Promise<number> {
       `${formatJson({
         options: { ...rest, requests: requests.length, scheduler },
         ceilings,
-        runs: runs.map(({ ttftSorted: _t, ...r }) => r),
+        runs: runs.map(({ ttftSorted: _t, tailData: _d, ...r }) =>
+          tails.has(r.label) ? { ...r, tail: tails.get(r.label) } : r,
+        ),
       })}\n`,
     );
   }

@@ -12,6 +12,7 @@ import { toKvEvent } from "./kv-event-convert.js";
 import { type RunSummary, summariseRun, ttftSorted } from "./metrics.js";
 import type { FleetView, RoutingPolicy } from "./policies.js";
 import { type RequestOutcome, SimFleet } from "./sim-fleet.js";
+import { collectTail, type TailData } from "./tail-data.js";
 import type { TimingModel } from "./timing-model.js";
 import { requestTokens } from "./tokens.js";
 import type { TraceRequest } from "./trace.js";
@@ -41,6 +42,8 @@ export interface ReplayRun {
   readonly kvEvents: number;
   /** Wall-clock time of the run, ms. */
   readonly wallMs: number;
+  /** Per-request tail figures, when asked for (`tail-data.ts`). */
+  readonly tail?: TailData;
 }
 
 /** Blocks that hold every prompt of the trace at once: "unlimited" for one worker. */
@@ -55,6 +58,7 @@ export function runReplay(
   requests: readonly TraceRequest[],
   makePolicy: (fleet: FleetView) => RoutingPolicy,
   opts: FleetOptions,
+  collect: { readonly tail?: boolean } = {},
 ): ReplayRun {
   const started = performance.now();
   const q = new EventQueue();
@@ -129,5 +133,8 @@ export function runReplay(
     evictions: caches.reduce((s, c) => s + c.evictions, 0),
     kvEvents,
     wallMs: performance.now() - started,
+    ...(collect.tail === true
+      ? { tail: collectTail(requests, outcomes, f.size, opts.timing, opts.blockSize) }
+      : {}),
   };
 }

@@ -1,0 +1,73 @@
+/**
+ * The tail report of `kvrouter replay matrix --tail-report`: per cell (workload, cache
+ * size, load) and reported policy, the goal line against the cell's one-pool reference,
+ * the allowance, how many requests are above the line, how many no router could bring
+ * under it, and the causes of the rest (`tail-report.ts`), as one markdown table.
+ */
+
+import type { MatrixResult } from "./matrix.js";
+import { type TailReport, tailReport } from "./tail-report.js";
+
+/** One reported run of a cell with its report. */
+export interface MatrixTailRow {
+  readonly workload: string;
+  readonly cacheTokens: number | null;
+  readonly load: number;
+  readonly report: TailReport;
+}
+
+/** The reports of every run that carries tail figures, against its cell's reference. */
+export function matrixTailReports(
+  results: readonly MatrixResult[],
+  factor: number,
+): MatrixTailRow[] {
+  const rows: MatrixTailRow[] = [];
+  for (const r of results) {
+    if (r.tailData === undefined) continue;
+    const ref = results.find(
+      (x) =>
+        x.policy === "reference" &&
+        x.workload === r.workload &&
+        x.cacheTokens === r.cacheTokens &&
+        x.load === r.load,
+    );
+    if (ref === undefined) throw new Error(`no reference run for ${r.workload} at ${r.load}`);
+    rows.push({
+      workload: r.workload,
+      cacheTokens: r.cacheTokens,
+      load: r.load,
+      report: tailReport(r.policy, r.tailData, ref.summary.ttftMs.p99, factor),
+    });
+  }
+  return rows;
+}
+
+const sec = (ms: number) => (ms / 1000).toFixed(2);
+
+/** One line per verdict: met, or not met and whether any router could meet it. */
+export function verdict(t: TailReport): string {
+  if (t.met) return "met";
+  if (t.hitAboveBest > 0) return "not met (bound failed its check)";
+  if (t.unreachable) return `not met; unreachable (forced ${t.forced} > ${t.allowance})`;
+  return `not met; reachable as far as proven (room ${t.room})`;
+}
+
+export function formatMatrixTail(rows: readonly MatrixTailRow[]): string {
+  if (rows.length === 0) return "";
+  const f = rows[0]!.report.factor;
+  const out = [
+    `### p99 against ${f} × the one-pool reference's p99 (tail report)`,
+    "",
+    'allowed: requests the p99 permits above the line; forced: above it under any router (own prefill with the best possible cache, no queue); the other columns: the first cause that applies to the rest (docs/replay.md, "Where the p99 tail comes from"); first-free: above the line even on the worker that freed first with the best cache.',
+    "",
+    "| workload | caches | load | policy | reference p99 | line | p99 | allowed | above | forced | own prefill | head-of-line | backlog | slots/KV | first-free | goal |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+  ];
+  for (const { workload, cacheTokens, load, report: t } of rows) {
+    const c = t.classes;
+    out.push(
+      `| ${workload} | ${cacheTokens === null ? "unlimited" : cacheTokens.toLocaleString("en-US")} | ${Math.round(100 * load)} % | ${t.policy} | ${sec(t.referenceP99Ms)} | ${sec(t.lineMs)} | ${sec(t.p99Ms)} | ${t.allowance} | ${t.above} | ${t.forced} | ${c.ownPrefill.count} | ${c.headOfLine.count} | ${c.backlog.count} | ${c.slots.count} | ${t.aboveOnFirstFree} | ${verdict(t)} |`,
+    );
+  }
+  return `${out.join("\n")}\n`;
+}

@@ -1,0 +1,55 @@
+/**
+ * The replay's tail-report flags (`--tail-report --tail-factor X --tail-policy P`), parsed
+ * apart from the rest of `options.ts`; the report they drive is `tail-report.ts`.
+ */
+
+import type { TailOptions } from "./tail-report.js";
+
+export const TAIL_USAGE = `  --tail-report             after the table, for each --tail-policy: the goal line
+                            (--tail-factor × the reference's p99; implies --reference),
+                            how many requests the p99 allows above it, how many are
+                            above, how many no router could bring under it (forced: own
+                            prefill with the longest prefix any earlier request left, no
+                            queue) and why the others are above (docs/replay.md, "Where
+                            the p99 tail comes from"); with --json, in each run's "tail"
+  --tail-factor X           the goal line as a multiple of the reference's p99 (default 2)
+  --tail-policy P           a policy the tail report covers; repeatable (default kv, or
+                            every policy run when kv is not)
+`;
+
+export const TAIL_FLAGS = {
+  "tail-report": { type: "boolean" },
+  "tail-factor": { type: "string" },
+  "tail-policy": { type: "string", multiple: true },
+} as const;
+
+/** Parses the flags against the policies run; an error message naming the flag, or the options (null: off). */
+export function parseTailFlags(
+  v: {
+    readonly "tail-report"?: boolean;
+    readonly "tail-factor"?: string;
+    readonly "tail-policy"?: string[];
+  },
+  policies: readonly string[],
+): TailOptions | null | string {
+  if (v["tail-report"] !== true) {
+    if (v["tail-factor"] !== undefined || v["tail-policy"] !== undefined) {
+      return "--tail-factor and --tail-policy need --tail-report";
+    }
+    return null;
+  }
+  const f = v["tail-factor"];
+  const factor = f === undefined ? 2 : Number(f);
+  if (f !== undefined && (f.trim() === "" || !Number.isFinite(factor) || factor <= 0)) {
+    return `--tail-factor must be a number > 0, got '${f}'`;
+  }
+  const asked = v["tail-policy"] ?? [];
+  for (const p of asked) {
+    if (!policies.includes(p)) {
+      return `--tail-policy: '${p}' is not among the policies run (${policies.join(", ")})`;
+    }
+  }
+  const chosen =
+    asked.length > 0 ? [...new Set(asked)] : policies.includes("kv") ? ["kv"] : [...policies];
+  return { factor, policies: chosen };
+}

@@ -1,0 +1,216 @@
+/**
+ * The tail report (`kvrouter replay --tail-report`): is "p99 TTFT ≤ factor × the one-pool
+ * reference's p99" met, could any router meet it, and which requests are above the line
+ * and why. Computed from a run's per-request figures (`tail-data.ts`) and the reference
+ * run's p99; docs/replay.md, "Where the p99 tail comes from", reads it.
+ *
+ * The p99 is the nearest-rank percentile (`metrics.ts`): of n served requests it is the
+ * ⌈0.99·n⌉-th smallest TTFT, so it is at most the line exactly when at most
+ * n − ⌈0.99·n⌉ requests (the allowance) are above it. A request is *forced* when its TTFT
+ * lower bound under any router is above the line; forced > allowance proves that no
+ * placement of the requests meets the goal (in this timing model). The other requests
+ * above the line get the first cause that applies:
+ *
+ * - `ownPrefill`: its own prefill, with the hit it got, is above the line — a worker
+ *   holding more of its prefix would have brought it under;
+ * - `headOfLine`: the rest of the prefill in progress on its worker when it arrived plus
+ *   its own prefill is above the line (one long prompt ahead of it);
+ * - `backlog`: the prefill time its worker spent on requests queued ahead of it, plus its
+ *   own prefill, is above the line (several requests ahead);
+ * - `slots`: the rest — it waited while its worker's prefill was idle, for a running slot
+ *   or free KV blocks.
+ *
+ * Also counted: requests above the line even had they started on the worker that freed
+ * first at their arrival with the best possible hit (`aboveOnFirstFree`; the run's other
+ * placements kept, so an estimate, not a bound over routers).
+ */
+
+import { percentile } from "./metrics.js";
+import type { TailData } from "./tail-data.js";
+
+/** `--tail-report`, `--tail-factor`, `--tail-policy`. */
+export interface TailOptions {
+  /** The goal line is factor × the reference's p99 (the issue's goal: 2). */
+  readonly factor: number;
+  /** Policies reported on. */
+  readonly policies: readonly string[];
+}
+
+export const TAIL_CLASSES = ["forced", "ownPrefill", "headOfLine", "backlog", "slots"] as const;
+export type TailClass = (typeof TAIL_CLASSES)[number];
+
+/** Ranges over one class's requests (null when the class is empty). */
+export interface TailClassStats {
+  readonly count: number;
+  readonly promptTokens: readonly [number, number] | null;
+  readonly hitTokens: readonly [number, number] | null;
+  readonly waitMs: readonly [number, number] | null;
+  readonly prefillMs: readonly [number, number] | null;
+}
+
+export interface TailReport {
+  readonly policy: string;
+  readonly factor: number;
+  readonly referenceP99Ms: number;
+  /** factor × referenceP99Ms. */
+  readonly lineMs: number;
+  /** Served requests of the policy's run. */
+  readonly requests: number;
+  /** How many may be above the line with the p99 still at or below it. */
+  readonly allowance: number;
+  readonly p99Ms: number;
+  /** Requests above the line. */
+  readonly above: number;
+  /** p99 ≤ line. */
+  readonly met: boolean;
+  /** Requests above the line under any router (their lower bound is above it). */
+  readonly forced: number;
+  /** forced > allowance (and the bound checked out): no placement meets the goal. */
+  readonly unreachable: boolean;
+  /** allowance − forced: room left for every other cause (negative when unreachable). */
+  readonly room: number;
+  readonly classes: Readonly<Record<TailClass, TailClassStats>>;
+  /** Above the line even on the first-free worker with the best hit (an estimate). */
+  readonly aboveOnFirstFree: number;
+  /** Requests whose real hit exceeded the bound's best hit (0, or the bound is wrong). */
+  readonly hitAboveBest: number;
+}
+
+/** n − ⌈0.99·n⌉: requests that may exceed the line with the p99 still on or under it. */
+export function p99Allowance(n: number): number {
+  return n - Math.min(n, Math.max(1, Math.ceil(0.99 * n)));
+}
+
+/** Which cause puts request k above `lineMs` (it must be above it). */
+export function classify(d: TailData, k: number, lineMs: number): TailClass {
+  const own = d.prefillMs[k]!;
+  if (d.boundMs[k]! > lineMs) return "forced";
+  if (own > lineMs) return "ownPrefill";
+  if (d.aheadMs[k]! + own > lineMs) return "headOfLine";
+  if (d.busyAheadMs[k]! + own > lineMs) return "backlog";
+  return "slots";
+}
+
+function range(xs: readonly number[]): readonly [number, number] | null {
+  if (xs.length === 0) return null;
+  let lo = xs[0]!;
+  let hi = lo;
+  for (const x of xs) {
+    if (x < lo) lo = x;
+    if (x > hi) hi = x;
+  }
+  return [lo, hi];
+}
+
+/** The report for one policy's run against the reference's p99. */
+export function tailReport(
+  policy: string,
+  d: TailData,
+  referenceP99Ms: number,
+  factor: number,
+): TailReport {
+  const n = d.ttftMs.length;
+  const lineMs = factor * referenceP99Ms;
+  const members: Record<TailClass, number[]> = {
+    forced: [],
+    ownPrefill: [],
+    headOfLine: [],
+    backlog: [],
+    slots: [],
+  };
+  let above = 0;
+  let aboveOnFirstFree = 0;
+  for (let k = 0; k < n; k++) {
+    if (!(d.ttftMs[k]! > lineMs)) continue;
+    above++;
+    members[classify(d, k, lineMs)].push(k);
+    if (d.firstFreeWaitMs[k]! + d.boundMs[k]! > lineMs) aboveOnFirstFree++;
+  }
+  const stats = (ks: readonly number[]): TailClassStats => ({
+    count: ks.length,
+    promptTokens: range(ks.map((k) => d.inputTokens[k]!)),
+    hitTokens: range(ks.map((k) => d.hitTokens[k]!)),
+    waitMs: range(ks.map((k) => d.waitMs[k]!)),
+    prefillMs: range(ks.map((k) => d.prefillMs[k]!)),
+  });
+  const classes = Object.fromEntries(TAIL_CLASSES.map((c) => [c, stats(members[c])])) as Record<
+    TailClass,
+    TailClassStats
+  >;
+  const allowance = p99Allowance(n);
+  const forced = members.forced.length;
+  return {
+    policy,
+    factor,
+    referenceP99Ms,
+    lineMs,
+    requests: n,
+    allowance,
+    p99Ms: percentile(Float64Array.from(d.ttftMs).sort(), 99),
+    above,
+    met: above <= allowance,
+    forced,
+    unreachable: forced > allowance && d.hitAboveBest === 0,
+    room: allowance - forced,
+    classes,
+    aboveOnFirstFree,
+    hitAboveBest: d.hitAboveBest,
+  };
+}
+
+const s = (ms: number) => (ms / 1000).toFixed(2);
+const int = (x: number) => x.toLocaleString("en-US");
+const LABELS: Record<TailClass, string> = {
+  forced: "forced: above the line under any router",
+  ownPrefill: "own prefill above the line (a fuller cache elsewhere)",
+  headOfLine: "head-of-line: behind the prefill in progress",
+  backlog: "backlog: behind prefills queued ahead",
+  slots: "slots/KV: waited with its worker's prefill idle",
+};
+
+/** The report as text for people. */
+export function formatTailReport(r: TailReport): string {
+  const out = [
+    `tail report, ${r.policy}: goal p99 ≤ ${r.factor} × the reference's p99 = ${r.factor} × ${s(r.referenceP99Ms)} s = ${s(r.lineMs)} s`,
+    `  ${int(r.requests)} requests: the p99 allows ${r.allowance} above the line; ${r.policy} has ${r.above} above (p99 ${s(r.p99Ms)} s = ${(r.p99Ms / r.referenceP99Ms).toFixed(2)} × the reference's): goal ${r.met ? "met" : "not met"}`,
+  ];
+  if (r.hitAboveBest > 0) {
+    out.push(
+      `  WARNING: ${r.hitAboveBest} requests hit more than the best possible prefix: the lower bound is wrong, nothing below is proven`,
+    );
+  }
+  out.push(
+    r.forced > r.allowance
+      ? `  forced ${r.forced} > ${r.allowance} allowed: no placement meets the goal${r.unreachable ? " (proof: each forced request's own prefill, with the longest prefix any earlier request left and no queue, is above the line)" : ""}`
+      : `  forced ${r.forced} ≤ ${r.allowance} allowed: not proven unreachable; room for ${r.room} more above the line from every other cause`,
+  );
+  const rows = TAIL_CLASSES.map((c) => {
+    const x = r.classes[c];
+    const rg = (v: readonly [number, number] | null, f: (n: number) => string) =>
+      v === null ? "-" : `${f(v[0])}–${f(v[1])}`;
+    return [
+      LABELS[c],
+      String(x.count),
+      rg(x.promptTokens, int),
+      rg(x.hitTokens, int),
+      rg(x.waitMs, s),
+      rg(x.prefillMs, s),
+    ];
+  });
+  const header = [
+    "cause (first that applies)",
+    "requests",
+    "prompt tokens",
+    "cached",
+    "wait s",
+    "prefill s",
+  ];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: readonly string[]) =>
+    `  ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")}`;
+  out.push(line(header), ...rows.map(line));
+  out.push(
+    `  above the line even on the worker that freed first, with the best possible cache (others as run): ${r.aboveOnFirstFree}`,
+  );
+  return `${out.join("\n")}\n`;
+}
