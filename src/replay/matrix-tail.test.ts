@@ -72,8 +72,9 @@ describe("replay matrix --tail-report", () => {
         .split("\n")
         .find((l) => l.startsWith(`| chat | unlimited | ${Math.round(100 * load)} % | kv |`))!;
       const cells = row.split("|").map((c) => c.trim());
-      expect(Number(cells[9])).toBe(t.above);
-      expect(Number(cells[10])).toBe(t.forced);
+      expect(Number(cells[10])).toBe(t.above);
+      expect(Number(cells[11])).toBe(t.forced);
+      expect(t.p99FloorMs).toBeLessThanOrEqual(t.p99Ms!);
     }
   });
 

@@ -58,15 +58,15 @@ export function formatMatrixTail(rows: readonly MatrixTailRow[]): string {
   const out = [
     `### p99 against ${f} × the one-pool reference's p99 (tail report)`,
     "",
-    'allowed: requests the p99 permits above the line; forced: above it under any router (own prefill with the best possible cache, no queue); the other columns: the first cause that applies to the rest (docs/replay.md, "Where the p99 tail comes from"); first-free: above the line even on the worker that freed first with the best cache.',
+    `allowed: requests the p99 permits above the line; p99 floor: the p99 of the per-request lower bounds, below which no router's p99 can go; forced: requests above the line under any router (own prefill with the best possible cache, no queue); the other columns: the first cause that applies to the rest (docs/replay.md, "Where the p99 tail comes from"); first-free: above the line even on the worker that freed first with the best cache.`,
     "",
-    "| workload | caches | load | policy | reference p99 | line | p99 | allowed | above | forced | own prefill | head-of-line | backlog | slots/KV | first-free | goal |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| workload | caches | load | policy | reference p99 | line | p99 floor | p99 | allowed | above | forced | own prefill | head-of-line | backlog | slots/KV | first-free | goal |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const { workload, cacheTokens, load, report: t } of rows) {
     const c = t.classes;
     out.push(
-      `| ${workload} | ${cacheTokens === null ? "unlimited" : cacheTokens.toLocaleString("en-US")} | ${Math.round(100 * load)} % | ${t.policy} | ${sec(t.referenceP99Ms)} | ${sec(t.lineMs)} | ${sec(t.p99Ms)} | ${t.allowance} | ${t.above} | ${t.forced} | ${c.ownPrefill.count} | ${c.headOfLine.count} | ${c.backlog.count} | ${c.slots.count} | ${t.aboveOnFirstFree} | ${verdict(t)} |`,
+      `| ${workload} | ${cacheTokens === null ? "unlimited" : cacheTokens.toLocaleString("en-US")} | ${Math.round(100 * load)} % | ${t.policy} | ${sec(t.referenceP99Ms)} | ${sec(t.lineMs)} | ${sec(t.p99FloorMs)} | ${sec(t.p99Ms)} | ${t.allowance} | ${t.above} | ${t.forced} | ${c.ownPrefill.count} | ${c.headOfLine.count} | ${c.backlog.count} | ${c.slots.count} | ${t.aboveOnFirstFree} | ${verdict(t)} |`,
     );
   }
   return `${out.join("\n")}\n`;

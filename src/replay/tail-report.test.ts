@@ -122,6 +122,7 @@ describe("tail report on a trace worked out by hand", () => {
     expect(r.forced).toBe(1);
     expect(r.unreachable).toBe(true);
     expect(r.room).toBe(-1);
+    expect(r.p99FloorMs).toBeCloseTo(3300, 6); // 15 requests: the p99 is the largest
     const counts = Object.fromEntries(Object.entries(r.classes).map(([c, s]) => [c, s.count]));
     expect(counts).toEqual({ forced: 1, ownPrefill: 1, headOfLine: 1, backlog: 1, slots: 1 });
     expect([0, 3, 5, 11, 14].map((k) => classify(d, k, 3000))).toEqual([

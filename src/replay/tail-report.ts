@@ -11,8 +11,9 @@
  * placement of the requests meets the goal (in this timing model). The other requests
  * above the line get the first cause that applies:
  *
- * - `ownPrefill`: its own prefill, with the hit it got, is above the line — a worker
- *   holding more of its prefix would have brought it under;
+ * - `ownPrefill`: its own prefill, with the hit it got, is above the line — the longest
+ *   prefix an earlier request left would have brought it under (it was elsewhere, or
+ *   evicted by then);
  * - `headOfLine`: the rest of the prefill in progress on its worker when it arrived plus
  *   its own prefill is above the line (one long prompt ahead of it);
  * - `backlog`: the prefill time its worker spent on requests queued ahead of it, plus its
@@ -65,6 +66,11 @@ export interface TailReport {
   readonly met: boolean;
   /** Requests above the line under any router (their lower bound is above it). */
   readonly forced: number;
+  /**
+   * The p99 of the per-request lower bounds: no router's p99 can be below it (each
+   * request's TTFT is at least its bound, so every order statistic is too).
+   */
+  readonly p99FloorMs: number;
   /** forced > allowance (and the bound checked out): no placement meets the goal. */
   readonly unreachable: boolean;
   /** allowance − forced: room left for every other cause (negative when unreachable). */
@@ -150,6 +156,7 @@ export function tailReport(
     above,
     met: above <= allowance,
     forced,
+    p99FloorMs: percentile(Float64Array.from(d.boundMs).sort(), 99),
     unreachable: forced > allowance && d.hitAboveBest === 0,
     room: allowance - forced,
     classes,
@@ -162,7 +169,7 @@ const s = (ms: number) => (ms / 1000).toFixed(2);
 const int = (x: number) => x.toLocaleString("en-US");
 const LABELS: Record<TailClass, string> = {
   forced: "forced: above the line under any router",
-  ownPrefill: "own prefill above the line (a fuller cache elsewhere)",
+  ownPrefill: "own prefill above the line (it got less cache than the best)",
   headOfLine: "head-of-line: behind the prefill in progress",
   backlog: "backlog: behind prefills queued ahead",
   slots: "slots/KV: waited with its worker's prefill idle",
@@ -180,6 +187,7 @@ export function formatTailReport(r: TailReport): string {
     );
   }
   out.push(
+    `  p99 floor (p99 of the per-request bounds; no router's p99 is lower): ${s(r.p99FloorMs)} s = ${(r.p99FloorMs / r.referenceP99Ms).toFixed(2)} × the reference's`,
     r.forced > r.allowance
       ? `  forced ${r.forced} > ${r.allowance} allowed: no placement meets the goal${r.unreachable ? " (proof: each forced request's own prefill, with the longest prefix any earlier request left and no queue, is above the line)" : ""}`
       : `  forced ${r.forced} ≤ ${r.allowance} allowed: not proven unreachable; room for ${r.room} more above the line from every other cause`,
