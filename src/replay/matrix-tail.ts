@@ -49,7 +49,7 @@ export function verdict(t: TailReport): string {
   if (t.met) return "met";
   if (t.hitAboveBest > 0) return "not met (bound failed its check)";
   if (t.unreachable) return `not met; unreachable (forced ${t.forced} > ${t.allowance})`;
-  return `not met; reachable as far as proven (room ${t.room})`;
+  return `not met; not proven unreachable (room ${t.room})`;
 }
 
 export function formatMatrixTail(rows: readonly MatrixTailRow[]): string {
