@@ -83,6 +83,10 @@ export async function matrixMain(argv: string[]): Promise<number> {
     ...(split.rest.includes("--policy") ? o.policies : DEFAULT_MATRIX_POLICIES),
     ...(o.reference ? (["reference"] as const) : []),
   ];
+  if ((o.tail?.requestsFile ?? null) !== null) {
+    process.stderr.write("kvrouter replay matrix: --tail-requests is for kvrouter replay only\n");
+    return 2;
+  }
   const missing = (o.tail?.policies ?? []).filter((p) => !policies.includes(p as CompareJob));
   if (missing.length > 0) {
     process.stderr.write(

@@ -83,5 +83,8 @@ describe("replay matrix --tail-report", () => {
     const bad = await capture(["--tail-report", "--tail-policy", "least_loaded"]);
     expect(bad.code).toBe(2);
     expect(bad.err).toContain("--tail-policy: least_loaded not among the matrix's policies");
+    const list = await capture(["--tail-report", "--tail-requests", "x.jsonl"]);
+    expect(list.code).toBe(2);
+    expect(list.err).toContain("--tail-requests is for kvrouter replay only");
   });
 });

@@ -10,7 +10,7 @@ import { parseReplayArgs, ReplayUsageError, USAGE } from "./options.js";
 import { formatJson, formatTable, type ReportCeilings } from "./report.js";
 import { comparePoliciesParallel } from "./run-parallel.js";
 import { renderSvg } from "./svg-plot.js";
-import { formatTailReport, type TailReport, tailReport } from "./tail-report.js";
+import { formatTailReport, type TailReport, tailReport, tailRequests } from "./tail-report.js";
 import { loadTrace, TraceFormatError } from "./trace.js";
 
 /** Entry point; returns the exit code (0 ok, 1 failure, 2 bad usage). */
@@ -84,11 +84,18 @@ export async function main(argv: string[]): Promise<number> {
   const tails = new Map<string, TailReport>();
   if (o.tail !== null) {
     const ref = runs.find((r) => r.label === "reference")!;
+    const listed: object[] = [];
     for (const r of runs) {
       if (r.tailData === undefined) continue;
       const t = tailReport(r.label, r.tailData, ref.summary.ttftMs.p99, o.tail.factor);
       tails.set(r.label, t);
       process.stdout.write(`\n${formatTailReport(t)}`);
+      listed.push(...tailRequests(r.label, r.tailData, t.lineMs));
+    }
+    const file = o.tail.requestsFile ?? null;
+    if (file !== null) {
+      writeFileSync(file, listed.map((x) => `${JSON.stringify(x)}\n`).join(""));
+      process.stderr.write(`${listed.length} requests above the line written to ${file}\n`);
     }
   }
   if (o.svg !== null) {

@@ -15,12 +15,15 @@ export const TAIL_USAGE = `  --tail-report             after the table, for each
   --tail-factor X           the goal line as a multiple of the reference's p99 (default 2)
   --tail-policy P           a policy the tail report covers; repeatable (default kv, or
                             every policy run when kv is not)
+  --tail-requests FILE      also write the requests above the line, one JSON object a
+                            line (policy, trace index, cause, worker, tokens, times)
 `;
 
 export const TAIL_FLAGS = {
   "tail-report": { type: "boolean" },
   "tail-factor": { type: "string" },
   "tail-policy": { type: "string", multiple: true },
+  "tail-requests": { type: "string" },
 } as const;
 
 /** Parses the flags against the policies run; an error message naming the flag, or the options (null: off). */
@@ -29,12 +32,17 @@ export function parseTailFlags(
     readonly "tail-report"?: boolean;
     readonly "tail-factor"?: string;
     readonly "tail-policy"?: string[];
+    readonly "tail-requests"?: string;
   },
   policies: readonly string[],
 ): TailOptions | null | string {
   if (v["tail-report"] !== true) {
-    if (v["tail-factor"] !== undefined || v["tail-policy"] !== undefined) {
-      return "--tail-factor and --tail-policy need --tail-report";
+    if (
+      v["tail-factor"] !== undefined ||
+      v["tail-policy"] !== undefined ||
+      v["tail-requests"] !== undefined
+    ) {
+      return "--tail-factor, --tail-policy and --tail-requests need --tail-report";
     }
     return null;
   }
@@ -51,5 +59,5 @@ export function parseTailFlags(
   }
   const chosen =
     asked.length > 0 ? [...new Set(asked)] : policies.includes("kv") ? ["kv"] : [...policies];
-  return { factor, policies: chosen };
+  return { factor, policies: chosen, requestsFile: v["tail-requests"] ?? null };
 }

@@ -8,7 +8,7 @@
  * the real trace.
  */
 
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -153,7 +153,7 @@ describe("--tail-report", () => {
   it("implies the reference, defaults to kv and checks its flags", () => {
     const o = parseReplayArgs(["--tail-report"])!;
     expect(o.reference).toBe(true);
-    expect(o.tail).toEqual({ factor: 2, policies: ["kv"] });
+    expect(o.tail).toEqual({ factor: 2, policies: ["kv"], requestsFile: null });
     expect(parseReplayArgs(["--policy", "round_robin", "--tail-report"])!.tail!.policies).toEqual([
       "round_robin",
     ]);
@@ -169,6 +169,7 @@ describe("--tail-report", () => {
 
   it("prints the report and puts it in the JSON line", async () => {
     const file = join(tmp, "hand.jsonl");
+    const listFile = join(tmp, "above.jsonl");
     writeFileSync(
       file,
       TRACE.map((r) =>
@@ -203,7 +204,9 @@ describe("--tail-report", () => {
         "1",
         "--tail-report",
         "--tail-factor",
-        "1.5",
+        "0.5",
+        "--tail-requests",
+        listFile,
         "--jobs",
         "1",
         "--json",
@@ -213,12 +216,13 @@ describe("--tail-report", () => {
     }
     expect(code).toBe(0);
     const text = out.join("");
-    expect(text).toContain("tail report, round_robin: goal p99 ≤ 1.5 × the reference's p99");
+    expect(text).toContain("tail report, round_robin: goal p99 ≤ 0.5 × the reference's p99");
     const json = JSON.parse(text.trim().split("\n").at(-1)!);
     const ref = json.runs.find((r: { label: string }) => r.label === "reference");
     const rr = json.runs.find((r: { label: string }) => r.label === "round_robin");
     expect(ref.tail).toBeUndefined();
-    expect(rr.tail.lineMs).toBeCloseTo(1.5 * ref.summary.ttftMs.p99, 3);
+    expect(rr.tail.lineMs).toBeCloseTo(0.5 * ref.summary.ttftMs.p99, 3);
+    expect(rr.tail.above).toBeGreaterThan(0);
     expect(rr.tail.requests).toBe(15);
     expect(rr.tail.above).toBe(
       (rr.tail.classes.forced.count as number) +
@@ -228,6 +232,13 @@ describe("--tail-report", () => {
         rr.tail.classes.slots.count,
     );
     expect(rr.tailData).toBeUndefined();
+    const listed = readFileSync(listFile, "utf8")
+      .split("\n")
+      .filter((l) => l !== "")
+      .map((l) => JSON.parse(l));
+    expect(listed.length).toBe(rr.tail.above);
+    expect(listed.filter((x) => x.cause === "forced").length).toBe(rr.tail.forced);
+    for (const x of listed) expect(x.ttftMs).toBeGreaterThan(rr.tail.lineMs - 0.1);
   });
 });
 

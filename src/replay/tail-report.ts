@@ -35,6 +35,8 @@ export interface TailOptions {
   readonly factor: number;
   /** Policies reported on. */
   readonly policies: readonly string[];
+  /** `--tail-requests`: where to write the requests above the line (JSON lines); null = nowhere. */
+  readonly requestsFile?: string | null;
 }
 
 export const TAIL_CLASSES = ["forced", "ownPrefill", "headOfLine", "backlog", "slots"] as const;
@@ -163,6 +165,33 @@ export function tailReport(
     aboveOnFirstFree,
     hitAboveBest: d.hitAboveBest,
   };
+}
+
+/** The requests above the line, one record each, in trace order (`--tail-requests`). */
+export function tailRequests(policy: string, d: TailData, lineMs: number): object[] {
+  const out: object[] = [];
+  const ms = (x: number) => Math.round(x * 10) / 10;
+  for (let k = 0; k < d.ttftMs.length; k++) {
+    if (!(d.ttftMs[k]! > lineMs)) continue;
+    out.push({
+      policy,
+      index: d.index[k],
+      cause: classify(d, k, lineMs),
+      worker: d.worker[k],
+      promptTokens: d.inputTokens[k],
+      hitTokens: d.hitTokens[k],
+      bestHitTokens: d.bestHitTokens[k],
+      ttftMs: ms(d.ttftMs[k]!),
+      waitMs: ms(d.waitMs[k]!),
+      prefillMs: ms(d.prefillMs[k]!),
+      boundMs: ms(d.boundMs[k]!),
+      aheadIndex: d.aheadIndex[k],
+      aheadMs: ms(d.aheadMs[k]!),
+      busyAheadMs: ms(d.busyAheadMs[k]!),
+      firstFreeWaitMs: ms(d.firstFreeWaitMs[k]!),
+    });
+  }
+  return out;
 }
 
 const s = (ms: number) => (ms / 1000).toFixed(2);
