@@ -10,8 +10,9 @@ export const TAIL_USAGE = `  --tail-report             after the table, for each
                             how many requests the p99 allows above it, how many are
                             above, how many no router could bring under it (forced: own
                             prefill with the longest prefix any earlier request left, no
-                            queue) and why the others are above (docs/replay.md, "Where
-                            the p99 tail comes from"); with --json, in each run's "tail"
+                            queue), the p99 floor no router's p99 goes below, and why
+                            the others are above (docs/replay.md, "Where the p99 tail
+                            comes from"); with --json, in each run's "tail"
   --tail-factor X           the goal line as a multiple of the reference's p99 (default 2)
   --tail-policy P           a policy the tail report covers; repeatable (default kv, or
                             every policy run when kv is not)
