@@ -28,25 +28,46 @@ interface Slot {
   readonly worker: Worker;
   ready: boolean;
   busy: number;
-  /** Characters of the jobs sent and not yet answered: how long a new job would wait. */
-  queuedChars: number;
+  /** Characters of the large jobs (at or past the caller's threshold) not yet answered. */
+  largeChars: number;
+  /** Estimated thread time of the other jobs not yet answered (ms). */
+  queuedMs: number;
+  /** Thread time per character of the jobs under the threshold, a moving average (ms). */
+  msPerChar: number;
 }
 
 interface Pending {
   readonly slot: Slot;
   readonly chars: number;
+  /** A large job: counted in `largeChars`; else its estimate is in `queuedMs`. */
+  readonly large: boolean;
+  readonly estMs: number;
   resolve(reply: { ids: Int32Array[]; cached: number }): void;
   reject(err: Error): void;
 }
 
 /**
- * A request smaller than the caller's off-thread threshold waits behind at most this many
- * queued characters on a thread (about seven 8k-token chats; ~60 ms of cold encoding at
- * most, far less for conversations the segment cache knows); past it, it is tokenized on
- * the caller's thread instead (`tryRun` answers null), so one huge prompt does not hold
- * up every small request behind it, while ordinary traffic stays off the event loop.
+ * A request smaller than the caller's off-thread threshold does not wait behind more than
+ * this many characters of large jobs (at or past the threshold) on a thread: past it, it is
+ * tokenized on the caller's thread instead (`tryRun` answers null), so one huge prompt
+ * does not hold up every small request behind it.
  */
 export const QUEUE_BUDGET_CHARS = 256 * 1024;
+
+/**
+ * Nor behind more than this much estimated work of ordinary jobs (ms of thread time, from
+ * what the thread's recent jobs took per character): the event loop serves every other
+ * request, so a request waits this long for the thread (16 queued 8k-token chats whose
+ * history the segment cache holds are ~25 ms) before it costs the event loop its
+ * tokenization. Counted in characters before (256k, about seven such chats), a closed
+ * loop of 16 clients sent every other chat back to the event loop.
+ */
+export const QUEUE_BUDGET_MS = 40;
+
+/** Thread time per character assumed before a thread has answered: a cold encoding's. */
+const COLD_MS_PER_CHAR = 0.0006;
+/** Weight of each answered job in `msPerChar`. */
+const RATE_WEIGHT = 0.2;
 
 /** Restart delays after a thread dies: doubling from 1 s to 60 s, reset by a ready thread. */
 const RESTART_MIN_MS = 1000;
@@ -84,7 +105,14 @@ export class EncodePool {
     if (this.#closed || Date.now() < this.#restartAt) return;
     while (this.#slots.length < this.#size) {
       const worker = startWorkerThread(this.#workerUrl, { workerData: this.#data });
-      const slot: Slot = { worker, ready: false, busy: 0, queuedChars: 0 };
+      const slot: Slot = {
+        worker,
+        ready: false,
+        busy: 0,
+        largeChars: 0,
+        queuedMs: 0,
+        msPerChar: COLD_MS_PER_CHAR,
+      };
       worker.on("message", (m: EncodeReply | { ready: true }) => {
         if ("ready" in m) {
           slot.ready = true;
@@ -94,7 +122,7 @@ export class EncodePool {
         if (--slot.busy === 0) worker.unref();
         const p = this.#pending.get(m.id);
         this.#pending.delete(m.id);
-        if (p !== undefined) slot.queuedChars -= p.chars;
+        if (p !== undefined) this.#settled(p, "ms" in m ? m.ms : undefined);
         if ("error" in m) p?.reject(new TokenizeError(m.code ?? "bad_request", m.error));
         else p?.resolve({ ids: m.ids, cached: m.cached ?? 0 });
       });
@@ -130,14 +158,15 @@ export class EncodePool {
     for (const s of this.#slots) if (s.ready && (best === null || s.busy < best.busy)) best = s;
     if (best === null) return null;
     const chars = texts.reduce((n, t) => n + t.length, 0);
-    return this.#send(best, chars, (id) => ({ id, texts })).then((r) => r.ids);
+    return this.#send(best, chars, true, (id) => ({ id, texts })).then((r) => r.ids);
   }
 
   /**
    * A whole request (about `chars` characters of text) tokenized on the worker `affinity`
-   * names (the next ready one while it loads, or while it has more than
-   * `QUEUE_BUDGET_CHARS` queued and the request is under `waitAnywayChars`), or null when
-   * none qualifies: the caller tokenizes it itself.
+   * names (the next ready one while it loads, or while the request is under
+   * `waitAnywayChars` and the worker has more than `QUEUE_BUDGET_CHARS` of large jobs or
+   * `QUEUE_BUDGET_MS` of estimated work queued), or null when none qualifies: the caller
+   * tokenizes it itself.
    */
   tryRun(
     request: RequestJob,
@@ -154,10 +183,15 @@ export class EncodePool {
     let slot: Slot | null = null;
     for (let k = 0; k < n && slot === null; k++) {
       const s = this.#slots[(home + k) % n]!;
-      if (s.ready && (!waits || s.queuedChars <= QUEUE_BUDGET_CHARS)) slot = s;
+      if (
+        s.ready &&
+        (!waits || (s.largeChars <= QUEUE_BUDGET_CHARS && s.queuedMs <= QUEUE_BUDGET_MS))
+      ) {
+        slot = s;
+      }
     }
     if (slot === null) return null;
-    return this.#send(slot, chars, (id) => ({ id, request })).then((r) => ({
+    return this.#send(slot, chars, !waits, (id) => ({ id, request })).then((r) => ({
       ids: r.ids[0]!,
       cached: r.cached,
     }));
@@ -166,6 +200,7 @@ export class EncodePool {
   #send(
     slot: Slot,
     chars: number,
+    large: boolean,
     job: (id: number) => EncodeJob,
   ): Promise<{ ids: Int32Array[]; cached: number }> {
     const id = this.#nextId++;
@@ -179,9 +214,23 @@ export class EncodePool {
       }
       this.#jobs++;
       if (slot.busy++ === 0) slot.worker.ref();
-      slot.queuedChars += chars;
-      this.#pending.set(id, { slot, chars, resolve, reject });
+      const estMs = large ? 0 : chars * slot.msPerChar;
+      if (large) slot.largeChars += chars;
+      else slot.queuedMs += estMs;
+      this.#pending.set(id, { slot, chars, large, estMs, resolve, reject });
     });
+  }
+
+  /** A job answered (or failed): off its slot's queue; its time teaches the slot's rate. */
+  #settled(p: Pending, ms: number | undefined): void {
+    const s = p.slot;
+    if (p.large) s.largeChars -= p.chars;
+    else {
+      s.queuedMs = s.busy === 0 ? 0 : Math.max(0, s.queuedMs - p.estMs);
+      if (ms !== undefined && p.chars > 0) {
+        s.msPerChar += RATE_WEIGHT * (ms / p.chars - s.msPerChar);
+      }
+    }
   }
 
   /** Fails the jobs waiting on `slot` (all of them when null). */

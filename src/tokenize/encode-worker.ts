@@ -23,7 +23,13 @@ export type EncodeJob =
   | { readonly id: number; readonly texts: readonly string[] }
   | { readonly id: number; readonly request: RequestJob };
 export type EncodeReply =
-  | { readonly id: number; readonly ids: Int32Array[]; readonly cached?: number }
+  | {
+      readonly id: number;
+      readonly ids: Int32Array[];
+      readonly cached?: number;
+      /** The job's wall time on this thread (ms): the pool's estimate of queued work. */
+      readonly ms?: number;
+    }
   | { readonly id: number; readonly error: string; readonly code?: TokenizeErrorCode };
 
 export interface EncodeWorkerData {
@@ -53,11 +59,12 @@ const local = () => {
 if (data.requests) local();
 port.postMessage({ ready: true });
 port.on("message", (job: EncodeJob) => {
+  const t0 = performance.now();
   try {
     if ("texts" in job) {
       const ids = job.texts.map((t) => Int32Array.from(encoder.encode(t)));
       port.postMessage(
-        { id: job.id, ids } satisfies EncodeReply,
+        { id: job.id, ids, ms: performance.now() - t0 } satisfies EncodeReply,
         ids.map((a) => a.buffer as ArrayBuffer),
       );
       return;
@@ -69,7 +76,12 @@ port.on("message", (job: EncodeJob) => {
         : local().tokenizeCompletionSync(r.prompt);
     const ids = Int32Array.from(out.tokenIds);
     port.postMessage(
-      { id: job.id, ids: [ids], cached: out.cachedSegments ?? 0 } satisfies EncodeReply,
+      {
+        id: job.id,
+        ids: [ids],
+        cached: out.cachedSegments ?? 0,
+        ms: performance.now() - t0,
+      } satisfies EncodeReply,
       [ids.buffer as ArrayBuffer],
     );
   } catch (err) {
