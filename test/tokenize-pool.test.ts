@@ -71,6 +71,23 @@ describe("whole requests on the pool's threads", () => {
       const again = await t.tokenizeChat(c.request);
       expect(again.cachedSegments, c.name).toBeGreaterThan(0);
     }
+    // Given the request's JSON body, the thread reads the chat from those bytes (the
+    // gateway's path: no message objects cloned): the same ids, and the caller's bytes
+    // are left as they were (a copy crosses).
+    const chats = CORPUS.filter((c) => c.kind === "chat");
+    const viaBody = t.poolState().jobs;
+    for (const c of chats) {
+      if (c.kind !== "chat") continue;
+      const body = Buffer.from(JSON.stringify({ model: "m", stream: true, ...c.request }));
+      const copy = Buffer.from(body);
+      const r = await t.tokenizeChat(c.request, body);
+      expect(r.tokenIds, c.name).toEqual(GOLDEN.get(c.name)!.ids);
+      expect(body.equals(copy)).toBe(true);
+    }
+    expect(t.poolState().jobs - viaBody).toBe(chats.length);
+    await expect(
+      t.tokenizeChat({ messages: [{ role: "user", content: "hi" }] }, Buffer.from("{not json")),
+    ).rejects.toMatchObject({ code: "bad_request" });
     // A request the template cannot render fails as on the event loop: `bad_request`.
     const bad = { messages: [{ role: "user", content: 5 }] };
     let onLoop: unknown = null;

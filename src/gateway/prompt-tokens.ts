@@ -24,6 +24,8 @@ export async function tokenizePrompt(
   tokenizerFor: (model: string) => PromptTokenizer,
   metrics: GatewayMetrics,
   logger: LogSink,
+  /** The request's JSON body (a chat's fields are read from it again on a tokenizer thread). */
+  body?: Uint8Array,
 ): Promise<PromptTokens> {
   const none = (reason: string): PromptTokens => {
     metrics.tokenizeFailures.inc({ reason });
@@ -41,7 +43,7 @@ export async function tokenizePrompt(
   try {
     const r =
       req.chat !== null
-        ? await tokenizer.tokenizeChat(req.chat)
+        ? await tokenizer.tokenizeChat(req.chat, body)
         : await tokenizer.tokenizeCompletion(p?.kind === "text" ? p.text : "");
     metrics.tokenize.observe({ mode }, (performance.now() - t0) / 1000);
     return { ids: r.tokenIds, real: true };

@@ -169,7 +169,8 @@ export class EncodePool {
    * tokenizes it itself.
    */
   tryRun(
-    request: RequestJob,
+    /** The job, or what makes it once a worker takes it (a body's copy is made only then). */
+    request: RequestJob | (() => RequestJob),
     affinity: number,
     chars = 0,
     waitAnywayChars = Number.POSITIVE_INFINITY,
@@ -191,7 +192,10 @@ export class EncodePool {
       }
     }
     if (slot === null) return null;
-    return this.#send(slot, chars, !waits, (id) => ({ id, request })).then((r) => ({
+    const job = typeof request === "function" ? request() : request;
+    // A chat's body crosses as its bytes, transferred (the caller's copy is not used again).
+    const transfer = job.kind === "chatBody" ? [job.body.buffer as ArrayBuffer] : [];
+    return this.#send(slot, chars, !waits, (id) => ({ id, request: job }), transfer).then((r) => ({
       ids: r.ids[0]!,
       cached: r.cached,
     }));
@@ -202,11 +206,12 @@ export class EncodePool {
     chars: number,
     large: boolean,
     job: (id: number) => EncodeJob,
+    transfer: ArrayBuffer[] = [],
   ): Promise<{ ids: Int32Array[]; cached: number }> {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       try {
-        slot.worker.postMessage(job(id));
+        slot.worker.postMessage(job(id), transfer);
       } catch (err) {
         // Not cloneable (library callers only: the gateway's requests are parsed JSON).
         reject(new TokenizeError("bad_request", (err as Error).message));

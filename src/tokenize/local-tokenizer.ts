@@ -113,10 +113,17 @@ export class LocalTokenizer implements PromptTokenizer {
     };
   }
 
-  async tokenizeChat(request: ChatRequestLike): Promise<TokenizeResult> {
+  /**
+   * With `body` (the JSON bytes `request` was read from), a request tokenized on a worker
+   * thread crosses as a copy of those bytes, transferred, and is read there: the caller's
+   * thread structured-clones no message objects (~5 % of the gateway's event loop).
+   */
+  async tokenizeChat(request: ChatRequestLike, body?: Uint8Array): Promise<TokenizeResult> {
     this.#checkOpen();
     const off = this.#offThread(
-      { kind: "chat", request },
+      body === undefined
+        ? { kind: "chat", request }
+        : () => ({ kind: "chatBody", body: new Uint8Array(body) }),
       conversationKey(request),
       chatChars(request),
     );
@@ -141,7 +148,11 @@ export class LocalTokenizer implements PromptTokenizer {
   }
 
   /** The whole request on a pool worker, or null (no pool, off, or no worker ready yet). */
-  #offThread(job: RequestJob, key: string, chars: number): Promise<TokenizeResult> | null {
+  #offThread(
+    job: RequestJob | (() => RequestJob),
+    key: string,
+    chars: number,
+  ): Promise<TokenizeResult> | null {
     if (!this.#requestsOffThread || this.#pool === null) return null;
     // A small request does not wait behind a busy thread (it is encoded here instead); a
     // large one goes to the thread anyway, as it would without whole-request threading.
