@@ -140,6 +140,14 @@ function cpuSeconds(pid: number, tid?: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/** A counter's value on a kvrouter's `/metrics` (0 when absent). */
+async function metricValue(base: string, name: string): Promise<number> {
+  const res = await request(`${base}/metrics`, { dispatcher: agent });
+  const text = await res.body.text();
+  const m = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+  return m === null ? 0 : Number(m[1]);
+}
+
 /** CPU seconds of each thread of a process so far, by thread id. */
 function threadCpuSeconds(pid: number): Map<number, number> {
   const out = new Map<number, number>();
@@ -262,6 +270,10 @@ async function fastFleetThroughput(
         await complete(router.url, chatBody(withNewTurn(h)), "/v1/chat/completions");
       }
     }
+    const onLoopBefore = await metricValue(
+      router.url,
+      "kvrouter_gateway_tokenize_event_loop_total",
+    );
     const before = {
       gwMain: cpuSeconds(router.pid, router.pid),
       gw: cpuSeconds(router.pid),
@@ -275,6 +287,8 @@ async function fastFleetThroughput(
     const perChat = (s: number) => (s * 1000) / n;
     const gatewayCpuMs = perChat(cpuSeconds(router.pid) - before.gw);
     const gatewayMainCpuMs = perChat(cpuSeconds(router.pid, router.pid) - before.gwMain);
+    const onLoop =
+      (await metricValue(router.url, "kvrouter_gateway_tokenize_event_loop_total")) - onLoopBefore;
     const otherThreadsCpuMs = otherThreadsMs(
       router.pid,
       before.gwThreads,
@@ -295,6 +309,7 @@ async function fastFleetThroughput(
       gatewayCpuMs,
       gatewayMainCpuMs,
       otherThreadsCpuMs,
+      onEventLoopShare: onLoop / n,
       responderCpuMs,
       clientCpuMs,
     };
@@ -331,6 +346,7 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
     return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
   };
   type Figure = Exclude<keyof (typeof pool)[number], "otherThreadsCpuMs">;
+  const share = (rs: typeof pool) => rs.map((x) => r3(x.onEventLoopShare));
   const pick = (rs: typeof pool, k: Figure) => med(rs.map((x) => x[k]));
   return {
     figures: figures!,
@@ -339,6 +355,8 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
       loop: loop.map((x) => Math.round(x.gatewayRps)),
       tokenize_only: tok,
       ratio: pool.map((x, i) => r3(x.gatewayRps / tok[i]!)),
+      /** Share of the loop's chats tokenized on the event loop (the thread busy or loading). */
+      on_event_loop: share(pool),
     },
     gatewayRps: pick(pool, "gatewayRps"),
     loopRps: pick(loop, "gatewayRps"),

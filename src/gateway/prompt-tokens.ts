@@ -46,6 +46,7 @@ export async function tokenizePrompt(
         ? await tokenizer.tokenizeChat(req.chat, body)
         : await tokenizer.tokenizeCompletion(p?.kind === "text" ? p.text : "");
     metrics.tokenize.observe({ mode }, (performance.now() - t0) / 1000);
+    if (mode === "local" && r.onThread !== true) metrics.tokenizeOnEventLoop.inc();
     return { ids: r.tokenIds, real: true };
   } catch (err) {
     logger.debug({ err: String(err), model, mode }, "tokenization failed");

@@ -9,6 +9,7 @@
  * fails the jobs still waiting.
  */
 
+import { type EventLoopUtilization, performance } from "node:perf_hooks";
 import type { Worker } from "node:worker_threads";
 import { siblingModule, startWorkerThread } from "../worker-thread.js";
 import type { EncodeJob, EncodeReply, EncodeWorkerData, RequestJob } from "./encode-worker.js";
@@ -56,13 +57,22 @@ export const QUEUE_BUDGET_CHARS = 256 * 1024;
 
 /**
  * Nor behind more than this much estimated work of ordinary jobs (ms of thread time, from
- * what the thread's recent jobs took per character): the event loop serves every other
- * request, so a request waits this long for the thread (16 queued 8k-token chats whose
- * history the segment cache holds are ~25 ms) before it costs the event loop its
- * tokenization. Counted in characters before (256k, about seven such chats), a closed
- * loop of 16 clients sent every other chat back to the event loop.
+ * what the thread's recent jobs took per character) while the caller's event loop has
+ * time to spare (`LOOP_BUSY`): the event loop serves every other request, so a request
+ * waits this long for the thread (16 queued 8k-token chats whose history the segment
+ * cache holds are ~25 ms) before it costs the event loop its tokenization, and an event
+ * loop that is itself busy takes none on. Counted in characters before (256k, about seven
+ * such chats), a closed loop of 16 clients sent every other chat to the event loop.
  */
 export const QUEUE_BUDGET_MS = 40;
+
+/**
+ * The event loop's utilization (`performance.eventLoopUtilization`, over the last 100 ms
+ * or more) from which it is too busy to tokenize an ordinary request the thread is late
+ * with: the request waits for the thread instead.
+ */
+export const LOOP_BUSY = 0.5;
+const LOOP_WINDOW_MS = 100;
 
 /** Thread time per character assumed before a thread has answered: a cold encoding's. */
 const COLD_MS_PER_CHAR = 0.0006;
@@ -92,6 +102,10 @@ export class EncodePool {
   /** No thread is started before this time (ms, `Date.now`): backoff after deaths. */
   #restartAt = 0;
   #restartDelay = 0;
+  /** The event loop's utilization sample, when it was taken, and the last window's value. */
+  #loopSample: EventLoopUtilization = performance.eventLoopUtilization();
+  #loopAt = performance.now();
+  #loopUtilization = 0;
 
   /** `workerUrl`: the thread's module (default `encode-worker`; tests give a failing one). */
   constructor(data: EncodeWorkerData, size: number, workerUrl: URL = WORKER_URL) {
@@ -164,9 +178,9 @@ export class EncodePool {
   /**
    * A whole request (about `chars` characters of text) tokenized on the worker `affinity`
    * names (the next ready one while it loads, or while the request is under
-   * `waitAnywayChars` and the worker has more than `QUEUE_BUDGET_CHARS` of large jobs or
-   * `QUEUE_BUDGET_MS` of estimated work queued), or null when none qualifies: the caller
-   * tokenizes it itself.
+   * `waitAnywayChars` and the worker has more than `QUEUE_BUDGET_CHARS` of large jobs, or
+   * more than `QUEUE_BUDGET_MS` of estimated work and the event loop has time to spare),
+   * or null when none qualifies: the caller tokenizes it itself.
    */
   tryRun(
     /** The job, or what makes it once a worker takes it (a body's copy is made only then). */
@@ -186,7 +200,9 @@ export class EncodePool {
       const s = this.#slots[(home + k) % n]!;
       if (
         s.ready &&
-        (!waits || (s.largeChars <= QUEUE_BUDGET_CHARS && s.queuedMs <= QUEUE_BUDGET_MS))
+        (!waits ||
+          (s.largeChars <= QUEUE_BUDGET_CHARS &&
+            (s.queuedMs <= QUEUE_BUDGET_MS || this.#loopBusy())))
       ) {
         slot = s;
       }
@@ -199,6 +215,18 @@ export class EncodePool {
       ids: r.ids[0]!,
       cached: r.cached,
     }));
+  }
+
+  /** Whether the caller's event loop is busier than `LOOP_BUSY` over its last window. */
+  #loopBusy(): boolean {
+    const now = performance.now();
+    if (now - this.#loopAt >= LOOP_WINDOW_MS) {
+      const elu = performance.eventLoopUtilization();
+      this.#loopUtilization = performance.eventLoopUtilization(elu, this.#loopSample).utilization;
+      this.#loopSample = elu;
+      this.#loopAt = now;
+    }
+    return this.#loopUtilization > LOOP_BUSY;
   }
 
   #send(

@@ -158,7 +158,11 @@ export class LocalTokenizer implements PromptTokenizer {
     // large one goes to the thread anyway, as it would without whole-request threading.
     const run = this.#pool.tryRun(job, hashKey(key), chars, this.#offThreadMinChars);
     if (run === null) return null;
-    return run.then((r) => ({ tokenIds: toArray(r.ids), cachedSegments: r.cached }));
+    return run.then((r) => ({
+      tokenIds: toArray(r.ids),
+      cachedSegments: r.cached,
+      onThread: true,
+    }));
   }
 
   /** The prompt text vLLM renders for a chat request. */

@@ -9,6 +9,8 @@ export interface TokenizeResult {
   readonly tokenIds: readonly number[];
   /** Segments served from the segment cache (local tokenizer only). */
   readonly cachedSegments?: number;
+  /** Tokenized on a worker thread (local tokenizer only; absent: on the caller's thread). */
+  readonly onThread?: boolean;
 }
 
 export interface ChatRequestLike {
