@@ -12,10 +12,17 @@
  *
  * Keyed by the router's chained block keys (`computeBlockKeys`): key i names the whole
  * prefix 0..i, so a worker's predicted overlap is the count of leading keys it holds.
- * Per worker a Map in recency order (re-recording a key moves it to the end) gives
- * O(1) record/lookup, oldest-first eviction at the cap (counted), and expiry by walking
- * from the front. Lookups check the expiry too, so an entry never counts past its TTL,
- * whenever the sweep last ran. Core rules: no I/O, time passed in.
+ * Per worker a Map of entries and a queue of keys in recency order (re-recording a key
+ * pushes it again and updates its entry in place) give O(1) record/lookup, oldest-first
+ * eviction at the cap (counted), and expiry by walking from the front. Lookups check the
+ * expiry too, so an entry never counts past its TTL, whenever the sweep last ran. A
+ * confirmed entry is marked dead rather than deleted, so the record that usually follows
+ * (the same prompt routed again) revives it instead of inserting it anew: on the gateway
+ * the Map's deletes and inserts were ~15 % of the event loop. Core rules: no I/O, time
+ * passed in.
+ *
+ * Long file: the recency queue (push, pop, compaction) is only sound together with the
+ * entries it orders and the methods that mark, revive and sweep them.
  */
 
 import type { BlockKeySeq } from "../index/types.js";
@@ -32,12 +39,27 @@ export interface PredictedBlocksOptions {
 
 interface Entry {
   /** The key's low word (the Map key holds hi and 21 bits of lo; this confirms the rest). */
-  readonly lo: number;
+  lo: number;
   expiresAtMs: number;
+  /** Index of the entry's latest place in its worker's recency queue. */
+  at: number;
+  /** Confirmed by the engine: counts as absent until recorded again or swept. */
+  dead: boolean;
 }
 
 interface WorkerState {
   readonly entries: Map<number, Entry>;
+  /**
+   * Recency order: the map keys in the order they were last recorded, oldest first
+   * (`head`..`tail`). A key re-recorded is pushed again and its entry points at the new
+   * place; the old place is stale and skipped. Keeps a re-recorded entry in place in the
+   * map (no delete and insert per block: the cost of predict-on-route on the gateway).
+   */
+  queue: Float64Array;
+  head: number;
+  tail: number;
+  /** Entries not dead. */
+  live: number;
   degraded: boolean;
   /** Cap while degraded: the worker's KV capacity in blocks. */
   degradedCap: number;
@@ -97,25 +119,34 @@ export class PredictedBlocks {
     const n = keys.length >>> 1;
     const expiresAtMs = nowMs + ttl;
     const m = s.entries;
+    if (s.tail + n > s.queue.length) this.#makeRoom(s, n);
+    const q = s.queue;
     for (let i = 0; i < n; i++) {
       const k = mapKey(keys, i);
       const lo = keys[2 * i + 1]!;
+      const at = s.tail++;
+      q[at] = k;
       const e = m.get(k);
-      if (e !== undefined) m.delete(k); // re-inserted at the end: the youngest
-      if (e !== undefined && e.lo === lo) {
-        e.expiresAtMs = expiresAtMs;
-        m.set(k, e);
-      } else {
-        m.set(k, { lo, expiresAtMs });
+      if (e === undefined) {
+        m.set(k, { lo, expiresAtMs, at, dead: false });
+        s.live++;
+        continue;
       }
+      // Re-recorded (or another key with the same map key, which replaces it): the
+      // youngest now.
+      if (e.dead) s.live++;
+      e.lo = lo;
+      e.expiresAtMs = expiresAtMs;
+      e.at = at;
+      e.dead = false;
     }
     this.#sweep(s, nowMs);
-    if (m.size > cap) {
-      let over = m.size - cap;
+    if (s.live > cap) {
+      let over = s.live - cap;
       this.#evicted += over;
-      for (const k of m.keys()) {
-        if (over-- <= 0) break;
-        m.delete(k);
+      while (over > 0) {
+        const e = this.#pop(s);
+        if (e !== null && !e.dead) over--;
       }
     }
   }
@@ -130,11 +161,11 @@ export class PredictedBlocks {
     if (n === 0) return out;
     for (const [worker, s] of this.#workers) {
       const m = s.entries;
-      if (m.size === 0) continue;
+      if (s.live === 0) continue;
       let i = 0;
       for (; i < n; i++) {
         const e = m.get(mapKey(keys, i));
-        if (e === undefined || e.lo !== keys[2 * i + 1]) break;
+        if (e === undefined || e.dead || e.lo !== keys[2 * i + 1]) break;
         if (e.expiresAtMs <= nowMs) {
           this.#sweep(s, nowMs);
           break;
@@ -152,12 +183,17 @@ export class PredictedBlocks {
    */
   confirm(worker: WorkerKey, keys: BlockKeySeq, count: number): void {
     const s = this.#workers.get(worker);
-    if (s === undefined || s.degraded || s.entries.size === 0) return;
+    if (s === undefined || s.degraded || s.live === 0) return;
     const n = Math.min(count, keys.length >>> 1);
+    // Marked dead, not deleted: the next record of the prompt (often this same request's,
+    // on this worker) revives the entry in place.
     for (let i = 0; i < n; i++) {
-      const k = mapKey(keys, i);
-      const e = s.entries.get(k);
-      if (e !== undefined && e.lo === keys[2 * i + 1] && s.entries.delete(k)) this.#confirmed++;
+      const e = s.entries.get(mapKey(keys, i));
+      if (e !== undefined && !e.dead && e.lo === keys[2 * i + 1]) {
+        e.dead = true;
+        s.live--;
+        this.#confirmed++;
+      }
     }
   }
 
@@ -179,7 +215,7 @@ export class PredictedBlocks {
     const s = this.#workers.get(worker);
     if (s === undefined || !s.degraded) return;
     s.degraded = false;
-    s.entries.clear();
+    clear(s);
   }
 
   isDegraded(worker: WorkerKey): boolean {
@@ -198,7 +234,8 @@ export class PredictedBlocks {
 
   /** The worker's engine emptied its cache: its predictions go (its route count stays). */
   clearWorker(worker: WorkerKey): void {
-    this.#workers.get(worker)?.entries.clear();
+    const s = this.#workers.get(worker);
+    if (s !== undefined) clear(s);
   }
 
   /** A worker removed: its predictions, degraded flag and route count go. */
@@ -218,14 +255,14 @@ export class PredictedBlocks {
 
   /** Predicted blocks `worker` holds now (unswept expired ones included). */
   size(worker: WorkerKey): number {
-    return this.#workers.get(worker)?.entries.size ?? 0;
+    return this.#workers.get(worker)?.live ?? 0;
   }
 
   stats(): PredictedStats {
     let blocks = 0;
     let degradedWorkers = 0;
     for (const s of this.#workers.values()) {
-      blocks += s.entries.size;
+      blocks += s.live;
       if (s.degraded) degradedWorkers++;
     }
     return {
@@ -240,7 +277,16 @@ export class PredictedBlocks {
   #state(worker: WorkerKey): WorkerState {
     let s = this.#workers.get(worker);
     if (s === undefined) {
-      s = { entries: new Map(), degraded: false, degradedCap: 0, routed: 0 };
+      s = {
+        entries: new Map(),
+        queue: new Float64Array(QUEUE_MIN),
+        head: 0,
+        tail: 0,
+        live: 0,
+        degraded: false,
+        degradedCap: 0,
+        routed: 0,
+      };
       this.#workers.set(worker, s);
     }
     return s;
@@ -253,10 +299,65 @@ export class PredictedBlocks {
    */
   #sweep(s: WorkerState, nowMs: number): void {
     const m = s.entries;
-    for (const [k, e] of m) {
-      if (e.expiresAtMs > nowMs) break;
-      m.delete(k);
-      this.#expired++;
+    const q = s.queue;
+    while (s.head < s.tail) {
+      const e = m.get(q[s.head]!)!;
+      if (e.at === s.head && !e.dead && e.expiresAtMs > nowMs) break;
+      if (this.#pop(s) === null) continue;
+      if (!e.dead) this.#expired++;
     }
   }
+
+  /**
+   * Take the front of the recency queue: a stale place is skipped (null); the entry of a
+   * current one leaves the map (returned; the caller counts it).
+   */
+  #pop(s: WorkerState): Entry | null {
+    const k = s.queue[s.head]!;
+    const e = s.entries.get(k);
+    const at = s.head++;
+    if (e === undefined || e.at !== at) return null;
+    s.entries.delete(k);
+    if (!e.dead) s.live--;
+    return e;
+  }
+
+  /**
+   * Room for `n` more places: the current places move to the front (stale ones dropped,
+   * dead entries with them), and the queue doubles if they still leave too little room.
+   * Each place is moved at most once per its own push on average, since the queue is at
+   * least twice the current places after.
+   */
+  #makeRoom(s: WorkerState, n: number): void {
+    const m = s.entries;
+    const old = s.queue;
+    let size = old.length;
+    while (size < 2 * (m.size + n)) size *= 2;
+    const q = size === old.length ? old : new Float64Array(size);
+    let t = 0;
+    for (let j = s.head; j < s.tail; j++) {
+      const k = old[j]!;
+      const e = m.get(k);
+      if (e === undefined || e.at !== j) continue;
+      if (e.dead) {
+        m.delete(k);
+        continue;
+      }
+      e.at = t;
+      q[t++] = k;
+    }
+    s.queue = q;
+    s.head = 0;
+    s.tail = t;
+  }
+}
+
+const QUEUE_MIN = 1024;
+
+function clear(s: WorkerState): void {
+  s.entries.clear();
+  s.head = 0;
+  s.tail = 0;
+  s.live = 0;
+  if (s.queue.length > QUEUE_MIN) s.queue = new Float64Array(QUEUE_MIN);
 }

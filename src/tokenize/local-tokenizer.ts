@@ -7,6 +7,9 @@
  * that fail the load-time probe) encodes the text in one go. With `threads > 0`, each
  * request is tokenized whole on a worker thread (`requestsOffThread`, the default: the
  * caller's event loop keeps none of it) or only its large uncached text is.
+ *
+ * Long file: the three ways a request is tokenized (whole on a thread, segmented here,
+ * whole text here) share the segment cache, the splitter and the special tokens.
  */
 
 import { basename } from "node:path";
