@@ -12,8 +12,9 @@
  *
  * Keyed by the router's chained block keys (`computeBlockKeys`): key i names the whole
  * prefix 0..i, so a worker's predicted overlap is the count of leading keys it holds.
- * Per worker a Map of entries and a queue of keys in recency order (re-recording a key
- * pushes it again and updates its entry in place) give O(1) record/lookup, oldest-first
+ * Per worker a table of entries (`block-table.ts`, exact on both words of a key) and a
+ * queue of them in recency order (re-recording a key pushes its entry again and updates
+ * it in place) give O(1) record/lookup, oldest-first
  * eviction at the cap (counted), and expiry by walking from the front. Lookups check the
  * expiry too, so an entry never counts past its TTL, whenever the sweep last ran. A
  * confirmed entry is marked dead rather than deleted, so the record that usually follows
@@ -27,6 +28,7 @@
 
 import type { BlockKeySeq } from "../index/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
+import { BlockTable, type TableEntry } from "./block-table.js";
 
 export interface PredictedBlocksOptions {
   /** Lifetime of a predicted block on a healthy worker (ms). */
@@ -37,9 +39,7 @@ export interface PredictedBlocksOptions {
   readonly degradedTtlMs: number;
 }
 
-interface Entry {
-  /** The key's low word (the Map key holds hi and 21 bits of lo; this confirms the rest). */
-  lo: number;
+interface Entry extends TableEntry {
   expiresAtMs: number;
   /** Index of the entry's latest place in its worker's recency queue. */
   at: number;
@@ -48,14 +48,15 @@ interface Entry {
 }
 
 interface WorkerState {
-  readonly entries: Map<number, Entry>;
+  readonly entries: BlockTable<Entry>;
   /**
-   * Recency order: the map keys in the order they were last recorded, oldest first
-   * (`head`..`tail`). A key re-recorded is pushed again and its entry points at the new
-   * place; the old place is stale and skipped. Keeps a re-recorded entry in place in the
-   * map (no delete and insert per block: the cost of predict-on-route on the gateway).
+   * Recency order: the entries in the order they were last recorded, oldest first
+   * (`head`..`tail`). An entry re-recorded is pushed again and points at its new place;
+   * the old place is stale and skipped. Keeps a re-recorded entry in place in the map (no
+   * delete and insert per block: the cost of predict-on-route on the gateway), and the
+   * queue holds the entries themselves, so walking it looks nothing up.
    */
-  queue: Float64Array;
+  queue: (Entry | undefined)[];
   head: number;
   tail: number;
   /** Entries not dead. */
@@ -65,11 +66,6 @@ interface WorkerState {
   degradedCap: number;
   /** Requests recorded for this worker (monotone; the stream health check reads it). */
   routed: number;
-}
-
-/** 53-bit map key of block key i: hi (32 bits) and the top 21 bits of lo. */
-function mapKey(keys: BlockKeySeq, i: number): number {
-  return keys[2 * i]! * 0x200000 + (keys[2 * i + 1]! >>> 11);
 }
 
 export interface PredictedStats {
@@ -122,20 +118,20 @@ export class PredictedBlocks {
     if (s.tail + n > s.queue.length) this.#makeRoom(s, n);
     const q = s.queue;
     for (let i = 0; i < n; i++) {
-      const k = mapKey(keys, i);
+      const hi = keys[2 * i]!;
       const lo = keys[2 * i + 1]!;
       const at = s.tail++;
-      q[at] = k;
-      const e = m.get(k);
+      const e = m.get(hi, lo);
       if (e === undefined) {
-        m.set(k, { lo, expiresAtMs, at, dead: false });
+        const added: Entry = { hi, lo, spilled: false, expiresAtMs, at, dead: false };
+        m.add(added);
+        q[at] = added;
         s.live++;
         continue;
       }
-      // Re-recorded (or another key with the same map key, which replaces it): the
-      // youngest now.
+      q[at] = e;
+      // Re-recorded: the youngest now.
       if (e.dead) s.live++;
-      e.lo = lo;
       e.expiresAtMs = expiresAtMs;
       e.at = at;
       e.dead = false;
@@ -164,8 +160,8 @@ export class PredictedBlocks {
       if (s.live === 0) continue;
       let i = 0;
       for (; i < n; i++) {
-        const e = m.get(mapKey(keys, i));
-        if (e === undefined || e.dead || e.lo !== keys[2 * i + 1]) break;
+        const e = m.get(keys[2 * i]!, keys[2 * i + 1]!);
+        if (e === undefined || e.dead) break;
         if (e.expiresAtMs <= nowMs) {
           this.#sweep(s, nowMs);
           break;
@@ -188,8 +184,8 @@ export class PredictedBlocks {
     // Marked dead, not deleted: the next record of the prompt (often this same request's,
     // on this worker) revives the entry in place.
     for (let i = 0; i < n; i++) {
-      const e = s.entries.get(mapKey(keys, i));
-      if (e !== undefined && !e.dead && e.lo === keys[2 * i + 1]) {
+      const e = s.entries.get(keys[2 * i]!, keys[2 * i + 1]!);
+      if (e !== undefined && !e.dead) {
         e.dead = true;
         s.live--;
         this.#confirmed++;
@@ -278,8 +274,8 @@ export class PredictedBlocks {
     let s = this.#workers.get(worker);
     if (s === undefined) {
       s = {
-        entries: new Map(),
-        queue: new Float64Array(QUEUE_MIN),
+        entries: new BlockTable<Entry>(),
+        queue: new Array<Entry | undefined>(QUEUE_MIN),
         head: 0,
         tail: 0,
         live: 0,
@@ -298,10 +294,9 @@ export class PredictedBlocks {
    * so the walk stops at the first live entry.
    */
   #sweep(s: WorkerState, nowMs: number): void {
-    const m = s.entries;
     const q = s.queue;
     while (s.head < s.tail) {
-      const e = m.get(q[s.head]!)!;
+      const e = q[s.head]!;
       if (e.at === s.head && !e.dead && e.expiresAtMs > nowMs) break;
       if (this.#pop(s) === null) continue;
       if (!e.dead) this.#expired++;
@@ -313,38 +308,37 @@ export class PredictedBlocks {
    * current one leaves the map (returned; the caller counts it).
    */
   #pop(s: WorkerState): Entry | null {
-    const k = s.queue[s.head]!;
-    const e = s.entries.get(k);
     const at = s.head++;
-    if (e === undefined || e.at !== at) return null;
-    s.entries.delete(k);
+    const e = s.queue[at]!;
+    s.queue[at] = undefined;
+    if (e.at !== at) return null;
+    s.entries.delete(e);
     if (!e.dead) s.live--;
     return e;
   }
 
   /**
    * Room for `n` more places: the current places move to the front (stale ones dropped,
-   * dead entries with them), and the queue doubles if they still leave too little room.
-   * Each place is moved at most once per its own push on average, since the queue is at
-   * least twice the current places after.
+   * dead entries with them), and the queue doubles until they fill at most a quarter of
+   * it: a compaction then comes after at least three times as many pushes as it moves.
    */
   #makeRoom(s: WorkerState, n: number): void {
     const m = s.entries;
     const old = s.queue;
     let size = old.length;
-    while (size < 2 * (m.size + n)) size *= 2;
-    const q = size === old.length ? old : new Float64Array(size);
+    while (size < 4 * (m.size + n)) size *= 2;
+    const q = size === old.length ? old : new Array<Entry | undefined>(size);
     let t = 0;
     for (let j = s.head; j < s.tail; j++) {
-      const k = old[j]!;
-      const e = m.get(k);
-      if (e === undefined || e.at !== j) continue;
+      const e = old[j]!;
+      old[j] = undefined;
+      if (e.at !== j) continue;
       if (e.dead) {
-        m.delete(k);
+        m.delete(e);
         continue;
       }
       e.at = t;
-      q[t++] = k;
+      q[t++] = e;
     }
     s.queue = q;
     s.head = 0;
@@ -359,5 +353,5 @@ function clear(s: WorkerState): void {
   s.head = 0;
   s.tail = 0;
   s.live = 0;
-  if (s.queue.length > QUEUE_MIN) s.queue = new Float64Array(QUEUE_MIN);
+  s.queue = new Array<Entry | undefined>(QUEUE_MIN);
 }
