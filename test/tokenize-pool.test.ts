@@ -81,6 +81,10 @@ describe("whole requests on the pool's threads", () => {
       const body = Buffer.from(JSON.stringify({ model: "m", stream: true, ...c.request }));
       const copy = Buffer.from(body);
       const r = await t.tokenizeChat(c.request, body);
+      // The typed ids as they came from the thread (what the gateway routes on), and the
+      // array made from them.
+      expect(r.onThread).toBe(true);
+      expect(Array.from(r.ids!), c.name).toEqual(GOLDEN.get(c.name)!.ids);
       expect(r.tokenIds, c.name).toEqual(GOLDEN.get(c.name)!.ids);
       expect(body.equals(copy)).toBe(true);
     }

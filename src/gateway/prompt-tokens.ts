@@ -12,7 +12,7 @@ import type { GatewayMetrics } from "./gateway-metrics.js";
 import type { GatewayRequest } from "./request-body.js";
 
 export interface PromptTokens {
-  readonly ids: readonly number[];
+  readonly ids: ArrayLike<number>;
   /** Whether ids are the real prompt (false: routing on load alone). */
   readonly real: boolean;
 }
@@ -47,7 +47,8 @@ export async function tokenizePrompt(
         : await tokenizer.tokenizeCompletion(p?.kind === "text" ? p.text : "");
     metrics.tokenize.observe({ mode }, (performance.now() - t0) / 1000);
     if (mode === "local" && r.onThread !== true) metrics.tokenizeOnEventLoop.inc();
-    return { ids: r.tokenIds, real: true };
+    // A thread's typed ids as they came (the router reads any array-like).
+    return { ids: r.ids ?? r.tokenIds, real: true };
   } catch (err) {
     logger.debug({ err: String(err), model, mode }, "tokenization failed");
     return none(err instanceof TokenizeError ? err.code : "error");

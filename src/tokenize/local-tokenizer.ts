@@ -161,11 +161,7 @@ export class LocalTokenizer implements PromptTokenizer {
     // large one goes to the thread anyway, as it would without whole-request threading.
     const run = this.#pool.tryRun(job, hashKey(key), chars, this.#offThreadMinChars);
     if (run === null) return null;
-    return run.then((r) => ({
-      tokenIds: toArray(r.ids),
-      cachedSegments: r.cached,
-      onThread: true,
-    }));
+    return run.then((r) => threadResult(r.ids, r.cached));
   }
 
   /** The prompt text vLLM renders for a chat request. */
@@ -323,6 +319,20 @@ function conversationKey(request: ChatRequestLike): string {
     return "";
   }
   return "";
+}
+
+/** A worker thread's answer: the typed ids, and an array made from them only if read. */
+function threadResult(ids: Int32Array, cached: number): TokenizeResult {
+  let array: number[] | null = null;
+  return {
+    get tokenIds() {
+      array ??= toArray(ids);
+      return array;
+    },
+    ids,
+    cachedSegments: cached,
+    onThread: true,
+  };
 }
 
 /**

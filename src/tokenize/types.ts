@@ -11,6 +11,11 @@ export interface TokenizeResult {
   readonly cachedSegments?: number;
   /** Tokenized on a worker thread (local tokenizer only; absent: on the caller's thread). */
   readonly onThread?: boolean;
+  /**
+   * The same ids as they arrived from a worker thread: reading these instead of
+   * `tokenIds` (made from them on first read) spares the copy into an array.
+   */
+  readonly ids?: Int32Array;
 }
 
 export interface ChatRequestLike {
