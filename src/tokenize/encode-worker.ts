@@ -88,18 +88,22 @@ port.on("message", (job: EncodeJob) => {
       return;
     }
     const r = job.request;
-    const out =
-      r.kind === "chat"
-        ? local().tokenizeChatSync(r.request)
-        : r.kind === "chatBody"
-          ? local().tokenizeChatSync(chatOfBody(r.body))
-          : local().tokenizeCompletionSync(r.prompt);
-    const ids = Int32Array.from(out.tokenIds);
+    let ids: Int32Array;
+    let cached: number;
+    if (r.kind === "completion") {
+      const out = local().tokenizeCompletionSync(r.prompt);
+      ids = Int32Array.from(out.tokenIds);
+      cached = out.cachedSegments ?? 0;
+    } else {
+      const out = local().tokenizeChatIdsSync(r.kind === "chat" ? r.request : chatOfBody(r.body));
+      ids = out.ids;
+      cached = out.cachedSegments;
+    }
     port.postMessage(
       {
         id: job.id,
         ids: [ids],
-        cached: out.cachedSegments ?? 0,
+        cached,
         ms: performance.now() - t0,
       } satisfies EncodeReply,
       [ids.buffer as ArrayBuffer],

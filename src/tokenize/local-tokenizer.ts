@@ -150,6 +150,34 @@ export class LocalTokenizer implements PromptTokenizer {
     return this.#encodeTextSync(this.renderChat(request));
   }
 
+  /**
+   * `tokenizeChatSync`'s ids laid straight into an `Int32Array` (a worker thread's answer,
+   * transferred as it is: no array of numbers grown id by id and then copied).
+   */
+  tokenizeChatIdsSync(request: ChatRequestLike): { ids: Int32Array; cachedSegments: number } {
+    const text = this.renderChat(request);
+    if (this.mode === "whole") {
+      return { ids: Int32Array.from(this.#encoder.encode(text)), cachedSegments: 0 };
+    }
+    const c = this.#collect(text);
+    this.#store(
+      c,
+      c.missing.map((t) => this.#encoder.encode(t)),
+    );
+    let n = 0;
+    for (const p of c.pieces) n += p.kind === "token" ? 1 : c.found.get(p.text)!.length;
+    const ids = new Int32Array(n);
+    let at = 0;
+    for (const p of c.pieces) {
+      if (p.kind === "token") ids[at++] = p.id;
+      else {
+        const seg = c.found.get(p.text)!;
+        for (let i = 0; i < seg.length; i++) ids[at++] = seg[i]!;
+      }
+    }
+    return { ids, cachedSegments: c.cached };
+  }
+
   /** The whole request on a pool worker, or null (no pool, off, or no worker ready yet). */
   #offThread(
     job: RequestJob | (() => RequestJob),
@@ -262,13 +290,18 @@ export class LocalTokenizer implements PromptTokenizer {
     return { pieces, found, missing, missingChars, cached };
   }
 
-  /** Cache the newly encoded segments and lay the ids out in order. */
-  #finish(c: Collected, encoded: readonly ArrayLike<number>[]): TokenizeResult {
+  /** Cache the newly encoded segments (`encoded[i]` is `c.missing[i]`'s ids). */
+  #store(c: Collected, encoded: readonly ArrayLike<number>[]): void {
     c.missing.forEach((t, i) => {
       const ids = encoded[i]!;
       c.found.set(t, ids);
       this.#cache?.set(t, ids);
     });
+  }
+
+  /** Cache the newly encoded segments and lay the ids out in order. */
+  #finish(c: Collected, encoded: readonly ArrayLike<number>[]): TokenizeResult {
+    this.#store(c, encoded);
     const out: number[] = [];
     for (const p of c.pieces) {
       if (p.kind === "token") out.push(p.id);
