@@ -45,7 +45,7 @@
  */
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -140,6 +140,46 @@ function cpuSeconds(pid: number, tid?: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/** A counter's value on a kvrouter's `/metrics` (0 when absent). */
+async function metricValue(base: string, name: string): Promise<number> {
+  const res = await request(`${base}/metrics`, { dispatcher: agent });
+  const text = await res.body.text();
+  const m = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+  return m === null ? 0 : Number(m[1]);
+}
+
+/** CPU seconds of each thread of a process so far, by thread id. */
+function threadCpuSeconds(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      out.set(Number(tid), cpuSeconds(pid, Number(tid)));
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return out;
+}
+
+/**
+ * CPU ms per request of each of a process's threads other than the main one over an
+ * interval, largest first (the tokenizer thread, the KV-event decode thread, then V8's
+ * and libuv's helpers: Node 20 names none of them, so they are told apart by size).
+ */
+function otherThreadsMs(
+  pid: number,
+  before: Map<number, number>,
+  after: Map<number, number>,
+  requests: number,
+): number[] {
+  const out: number[] = [];
+  for (const [tid, s] of after) {
+    if (tid === pid) continue;
+    out.push(((s - (before.get(tid) ?? 0)) * 1000) / requests);
+  }
+  return out.sort((a, b) => b - a).filter((ms) => ms >= 0.005);
+}
+
 const pct = (xs: number[], q: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
@@ -230,9 +270,14 @@ async function fastFleetThroughput(
         await complete(router.url, chatBody(withNewTurn(h)), "/v1/chat/completions");
       }
     }
+    const onLoopBefore = await metricValue(
+      router.url,
+      "kvrouter_gateway_tokenize_event_loop_total",
+    );
     const before = {
       gwMain: cpuSeconds(router.pid, router.pid),
       gw: cpuSeconds(router.pid),
+      gwThreads: threadCpuSeconds(router.pid),
       resp: cpuSeconds(proc.pid!),
       client: process.cpuUsage(),
     };
@@ -242,6 +287,14 @@ async function fastFleetThroughput(
     const perChat = (s: number) => (s * 1000) / n;
     const gatewayCpuMs = perChat(cpuSeconds(router.pid) - before.gw);
     const gatewayMainCpuMs = perChat(cpuSeconds(router.pid, router.pid) - before.gwMain);
+    const onLoop =
+      (await metricValue(router.url, "kvrouter_gateway_tokenize_event_loop_total")) - onLoopBefore;
+    const otherThreadsCpuMs = otherThreadsMs(
+      router.pid,
+      before.gwThreads,
+      threadCpuSeconds(router.pid),
+      n,
+    );
     const responderCpuMs = perChat(cpuSeconds(proc.pid!) - before.resp);
     const clientCpuMs = perChat((client.user + client.system) / 1e6);
     const directRps = withDirect
@@ -250,7 +303,16 @@ async function fastFleetThroughput(
           hs,
         )
       : Number.NaN;
-    return { gatewayRps, directRps, gatewayCpuMs, gatewayMainCpuMs, responderCpuMs, clientCpuMs };
+    return {
+      gatewayRps,
+      directRps,
+      gatewayCpuMs,
+      gatewayMainCpuMs,
+      otherThreadsCpuMs,
+      onEventLoopShare: onLoop / n,
+      responderCpuMs,
+      clientCpuMs,
+    };
   } finally {
     await routerGroup.stopAll();
     proc.kill("SIGTERM");
@@ -283,7 +345,9 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
     const m = s.length >> 1;
     return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
   };
-  const pick = (rs: typeof pool, k: keyof (typeof pool)[number]) => med(rs.map((x) => x[k]));
+  type Figure = Exclude<keyof (typeof pool)[number], "otherThreadsCpuMs">;
+  const share = (rs: typeof pool) => rs.map((x) => r3(x.onEventLoopShare));
+  const pick = (rs: typeof pool, k: Figure) => med(rs.map((x) => x[k]));
   return {
     figures: figures!,
     rounds: {
@@ -291,6 +355,8 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
       loop: loop.map((x) => Math.round(x.gatewayRps)),
       tokenize_only: tok,
       ratio: pool.map((x, i) => r3(x.gatewayRps / tok[i]!)),
+      /** Share of the loop's chats tokenized on the event loop (the thread busy or loading). */
+      on_event_loop: share(pool),
     },
     gatewayRps: pick(pool, "gatewayRps"),
     loopRps: pick(loop, "gatewayRps"),
@@ -301,6 +367,10 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
     gatewayMainCpuMs: pick(pool, "gatewayMainCpuMs"),
     loopGatewayCpuMs: pick(loop, "gatewayCpuMs"),
     loopGatewayMainCpuMs: pick(loop, "gatewayMainCpuMs"),
+    // The round whose main thread is the median's: its other threads, largest first.
+    otherThreadsCpuMs: [...pool].sort((a, b) => a.gatewayMainCpuMs - b.gatewayMainCpuMs)[
+      (pool.length - 1) >> 1
+    ]!.otherThreadsCpuMs,
     responderCpuMs: pick(pool, "responderCpuMs"),
     clientCpuMs: pick(pool, "clientCpuMs"),
   };
@@ -324,6 +394,7 @@ function throughputFields(t: Throughput) {
     responders: RESPONDERS,
     loop_gateway_cpu_ms_per_request: r3(t.gatewayCpuMs),
     loop_gateway_main_thread_cpu_ms_per_request: r3(t.gatewayMainCpuMs),
+    loop_gateway_other_threads_cpu_ms_per_request: t.otherThreadsCpuMs.map(r3),
     loop_event_loop_tokenizer_gateway_cpu_ms_per_request: r3(t.loopGatewayCpuMs),
     loop_responders_cpu_ms_per_request: r3(t.responderCpuMs),
     loop_client_cpu_ms_per_request: r3(t.clientCpuMs),

@@ -71,6 +71,27 @@ describe("whole requests on the pool's threads", () => {
       const again = await t.tokenizeChat(c.request);
       expect(again.cachedSegments, c.name).toBeGreaterThan(0);
     }
+    // Given the request's JSON body, the thread reads the chat from those bytes (the
+    // gateway's path: no message objects cloned): the same ids, and the caller's bytes
+    // are left as they were (a copy crosses).
+    const chats = CORPUS.filter((c) => c.kind === "chat");
+    const viaBody = t.poolState().jobs;
+    for (const c of chats) {
+      if (c.kind !== "chat") continue;
+      const body = Buffer.from(JSON.stringify({ model: "m", stream: true, ...c.request }));
+      const copy = Buffer.from(body);
+      const r = await t.tokenizeChat(c.request, body);
+      // The typed ids as they came from the thread (what the gateway routes on), and the
+      // array made from them.
+      expect(r.onThread).toBe(true);
+      expect(Array.from(r.ids!), c.name).toEqual(GOLDEN.get(c.name)!.ids);
+      expect(r.tokenIds, c.name).toEqual(GOLDEN.get(c.name)!.ids);
+      expect(body.equals(copy)).toBe(true);
+    }
+    expect(t.poolState().jobs - viaBody).toBe(chats.length);
+    await expect(
+      t.tokenizeChat({ messages: [{ role: "user", content: "hi" }] }, Buffer.from("{not json")),
+    ).rejects.toMatchObject({ code: "bad_request" });
     // A request the template cannot render fails as on the event loop: `bad_request`.
     const bad = { messages: [{ role: "user", content: 5 }] };
     let onLoop: unknown = null;
@@ -111,6 +132,61 @@ describe("a busy tokenizer thread", () => {
       await t.close();
     }
   }, 120_000);
+});
+
+describe("the tokenizer thread's queue budget", () => {
+  const timed = new URL("./fixtures/tokenize/timed-encode-worker.ts", import.meta.url);
+  const job = (prompt: string) => ({ kind: "completion" as const, prompt });
+  /** Jobs of 30k characters, the size of an 8k-token chat, under the 64k-character threshold. */
+  const CHARS = 30_000;
+  const SMALL = 64 * 1024;
+
+  it("queues ordinary requests by the thread's time, not by their characters", async () => {
+    const pool = new EncodePool(
+      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+      1,
+      timed,
+    );
+    try {
+      pool.warm();
+      const deadline = Date.now() + 30_000;
+      while (pool.state().ready === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      // The thread takes 0.3 ms per such job (a chat whose history it has cached).
+      for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:0.3"), 0, CHARS, SMALL);
+      // 20 of them wait together (600k characters, ~6 ms of the thread's time): all go
+      // to the thread; a budget in characters sent the ninth on to the event loop.
+      const queued = Array.from({ length: 20 }, () => pool.tryRun(job("chat"), 0, CHARS, SMALL));
+      expect(queued.filter((q) => q === null)).toHaveLength(0);
+      await pool.tryRun(job("release"), 0, SMALL, SMALL);
+      await Promise.all(queued);
+      // A thread that takes 30 ms per such job: two queued (~60 ms) are past the budget,
+      // so the next one is tokenized by the caller (an event loop with time to spare); a
+      // large job still goes to the thread.
+      for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:30"), 0, CHARS, SMALL);
+      const held = [pool.tryRun(job("a"), 0, CHARS, SMALL), pool.tryRun(job("b"), 0, CHARS, SMALL)];
+      expect(held.filter((q) => q === null)).toHaveLength(0);
+      expect(pool.tryRun(job("c"), 0, CHARS, SMALL)).toBeNull();
+      // Unless the event loop is itself busy (here: 250 ms without a break): then it
+      // takes no tokenization on, and the request waits for the thread.
+      const spin = performance.now() + 250;
+      while (performance.now() < spin) {}
+      const busy = pool.tryRun(job("e"), 0, CHARS, SMALL);
+      expect(busy).not.toBeNull();
+      held.push(busy);
+      const large = pool.tryRun(job("large"), 0, SMALL, SMALL);
+      expect(large).not.toBeNull();
+      await pool.tryRun(job("release"), 0, SMALL, SMALL);
+      await Promise.all([...held, large]);
+      // Nothing queued: the next one goes to the thread again.
+      const next = pool.tryRun(job("d"), 0, CHARS, SMALL);
+      expect(next).not.toBeNull();
+      await pool.tryRun(job("release"), 0, SMALL, SMALL);
+      await next;
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
 });
 
 describe("a tokenizer thread that dies", () => {

@@ -29,6 +29,7 @@ export class GatewayMetrics {
   readonly own: Histogram;
   readonly tokenize: Histogram<"mode">;
   readonly tokenizeFailures: Counter<"reason">;
+  readonly tokenizeOnEventLoop: Counter;
   readonly queueWait: Histogram;
   readonly queueRejections: Counter<"reason">;
   readonly predictionError: Histogram;
@@ -73,6 +74,11 @@ export class GatewayMetrics {
       help: "Tokenization time per request, by mode (local = model files in-process, remote = a worker's /tokenize, tokens = ids given by the client)",
       labelNames: ["mode"],
       buckets: SECONDS,
+      registers,
+    });
+    this.tokenizeOnEventLoop = new Counter({
+      name: "kvrouter_gateway_tokenize_event_loop_total",
+      help: "Requests a local tokenizer tokenized on the event loop instead of its worker thread: the thread had more queued than its budget, had not loaded yet, or gateway.tokenizerThreads is 0",
       registers,
     });
     this.tokenizeFailures = new Counter({

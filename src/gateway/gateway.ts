@@ -216,7 +216,14 @@ export class Gateway {
       else {
         const ta = performance.now();
         const { tokenizerFor, logger } = this.#d;
-        tokens = await tokenizePrompt(req, target.model, tokenizerFor, this.metrics, logger);
+        tokens = await tokenizePrompt(
+          req,
+          target.model,
+          tokenizerFor,
+          this.metrics,
+          logger,
+          call.raw,
+        );
         away.ms += performance.now() - ta;
       }
       if (call.signal.aborted) throw new ClientGoneError("client gone");

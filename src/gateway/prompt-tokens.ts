@@ -12,7 +12,7 @@ import type { GatewayMetrics } from "./gateway-metrics.js";
 import type { GatewayRequest } from "./request-body.js";
 
 export interface PromptTokens {
-  readonly ids: readonly number[];
+  readonly ids: ArrayLike<number>;
   /** Whether ids are the real prompt (false: routing on load alone). */
   readonly real: boolean;
 }
@@ -24,6 +24,8 @@ export async function tokenizePrompt(
   tokenizerFor: (model: string) => PromptTokenizer,
   metrics: GatewayMetrics,
   logger: LogSink,
+  /** The request's JSON body (a chat's fields are read from it again on a tokenizer thread). */
+  body?: Uint8Array,
 ): Promise<PromptTokens> {
   const none = (reason: string): PromptTokens => {
     metrics.tokenizeFailures.inc({ reason });
@@ -41,10 +43,12 @@ export async function tokenizePrompt(
   try {
     const r =
       req.chat !== null
-        ? await tokenizer.tokenizeChat(req.chat)
+        ? await tokenizer.tokenizeChat(req.chat, body)
         : await tokenizer.tokenizeCompletion(p?.kind === "text" ? p.text : "");
     metrics.tokenize.observe({ mode }, (performance.now() - t0) / 1000);
-    return { ids: r.tokenIds, real: true };
+    if (mode === "local" && r.onThread !== true) metrics.tokenizeOnEventLoop.inc();
+    // A thread's typed ids as they came (the router reads any array-like).
+    return { ids: r.ids ?? r.tokenIds, real: true };
   } catch (err) {
     logger.debug({ err: String(err), model, mode }, "tokenization failed");
     return none(err instanceof TokenizeError ? err.code : "error");

@@ -5,7 +5,7 @@
  * worker receives is the client's own bytes.
  */
 
-import type { ChatRequestLike } from "../tokenize/types.js";
+import { type ChatRequestLike, chatRequestOf } from "../tokenize/types.js";
 import { GatewayError } from "./errors.js";
 
 export type GatewayKind = "completion" | "chat";
@@ -116,17 +116,11 @@ function parseChat(b: Body): ChatRequestLike {
       throw bad(`messages/${i}/content`, "must be a string, an array of parts, or null");
     }
   });
-  const tools = optional(b, "tools", isArray, "an array");
-  const kwargs = optional(b, "chat_template_kwargs", isObject, "an object");
-  const agp = optional(b, "add_generation_prompt", isBool, "a boolean");
-  const cont = optional(b, "continue_final_message", isBool, "a boolean");
-  const documents = optional(b, "documents", isArray, "an array");
-  return {
-    messages,
-    ...(tools === null ? {} : { tools }),
-    ...(kwargs === null ? {} : { chat_template_kwargs: kwargs }),
-    ...(agp === null ? {} : { add_generation_prompt: agp }),
-    ...(cont === null ? {} : { continue_final_message: cont }),
-    ...(documents === null ? {} : { documents }),
-  };
+  optional(b, "tools", isArray, "an array");
+  optional(b, "chat_template_kwargs", isObject, "an object");
+  optional(b, "add_generation_prompt", isBool, "a boolean");
+  optional(b, "continue_final_message", isBool, "a boolean");
+  optional(b, "documents", isArray, "an array");
+  // The same function reads the fields again from the body's bytes on a tokenizer thread.
+  return chatRequestOf(b);
 }

@@ -12,14 +12,23 @@
  *
  * Keyed by the router's chained block keys (`computeBlockKeys`): key i names the whole
  * prefix 0..i, so a worker's predicted overlap is the count of leading keys it holds.
- * Per worker a Map in recency order (re-recording a key moves it to the end) gives
- * O(1) record/lookup, oldest-first eviction at the cap (counted), and expiry by walking
- * from the front. Lookups check the expiry too, so an entry never counts past its TTL,
- * whenever the sweep last ran. Core rules: no I/O, time passed in.
+ * Per worker a table of entries (`block-table.ts`, exact on both words of a key) and a
+ * queue of them in recency order (re-recording a key pushes its entry again and updates
+ * it in place) give O(1) record/lookup, oldest-first
+ * eviction at the cap (counted), and expiry by walking from the front. Lookups check the
+ * expiry too, so an entry never counts past its TTL, whenever the sweep last ran. A
+ * confirmed entry is marked dead rather than deleted, so the record that usually follows
+ * (the same prompt routed again) revives it instead of inserting it anew: on the gateway
+ * the Map's deletes and inserts were ~15 % of the event loop. Core rules: no I/O, time
+ * passed in.
+ *
+ * Long file: the recency queue (push, pop, compaction) is only sound together with the
+ * entries it orders and the methods that mark, revive and sweep them.
  */
 
 import type { BlockKeySeq } from "../index/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
+import { BlockTable, type TableEntry } from "./block-table.js";
 
 export interface PredictedBlocksOptions {
   /** Lifetime of a predicted block on a healthy worker (ms). */
@@ -30,24 +39,33 @@ export interface PredictedBlocksOptions {
   readonly degradedTtlMs: number;
 }
 
-interface Entry {
-  /** The key's low word (the Map key holds hi and 21 bits of lo; this confirms the rest). */
-  readonly lo: number;
+interface Entry extends TableEntry {
   expiresAtMs: number;
+  /** Index of the entry's latest place in its worker's recency queue. */
+  at: number;
+  /** Confirmed by the engine: counts as absent until recorded again or swept. */
+  dead: boolean;
 }
 
 interface WorkerState {
-  readonly entries: Map<number, Entry>;
+  readonly entries: BlockTable<Entry>;
+  /**
+   * Recency order: the entries in the order they were last recorded, oldest first
+   * (`head`..`tail`). An entry re-recorded is pushed again and points at its new place;
+   * the old place is stale and skipped. Keeps a re-recorded entry in place in the map (no
+   * delete and insert per block: the cost of predict-on-route on the gateway), and the
+   * queue holds the entries themselves, so walking it looks nothing up.
+   */
+  queue: (Entry | undefined)[];
+  head: number;
+  tail: number;
+  /** Entries not dead. */
+  live: number;
   degraded: boolean;
   /** Cap while degraded: the worker's KV capacity in blocks. */
   degradedCap: number;
   /** Requests recorded for this worker (monotone; the stream health check reads it). */
   routed: number;
-}
-
-/** 53-bit map key of block key i: hi (32 bits) and the top 21 bits of lo. */
-function mapKey(keys: BlockKeySeq, i: number): number {
-  return keys[2 * i]! * 0x200000 + (keys[2 * i + 1]! >>> 11);
 }
 
 export interface PredictedStats {
@@ -97,25 +115,34 @@ export class PredictedBlocks {
     const n = keys.length >>> 1;
     const expiresAtMs = nowMs + ttl;
     const m = s.entries;
+    if (s.tail + n > s.queue.length) this.#makeRoom(s, n);
+    const q = s.queue;
     for (let i = 0; i < n; i++) {
-      const k = mapKey(keys, i);
+      const hi = keys[2 * i]!;
       const lo = keys[2 * i + 1]!;
-      const e = m.get(k);
-      if (e !== undefined) m.delete(k); // re-inserted at the end: the youngest
-      if (e !== undefined && e.lo === lo) {
-        e.expiresAtMs = expiresAtMs;
-        m.set(k, e);
-      } else {
-        m.set(k, { lo, expiresAtMs });
+      const at = s.tail++;
+      const e = m.get(hi, lo);
+      if (e === undefined) {
+        const added: Entry = { hi, lo, spilled: false, expiresAtMs, at, dead: false };
+        m.add(added);
+        q[at] = added;
+        s.live++;
+        continue;
       }
+      q[at] = e;
+      // Re-recorded: the youngest now.
+      if (e.dead) s.live++;
+      e.expiresAtMs = expiresAtMs;
+      e.at = at;
+      e.dead = false;
     }
     this.#sweep(s, nowMs);
-    if (m.size > cap) {
-      let over = m.size - cap;
+    if (s.live > cap) {
+      let over = s.live - cap;
       this.#evicted += over;
-      for (const k of m.keys()) {
-        if (over-- <= 0) break;
-        m.delete(k);
+      while (over > 0) {
+        const e = this.#pop(s);
+        if (e !== null && !e.dead) over--;
       }
     }
   }
@@ -130,11 +157,11 @@ export class PredictedBlocks {
     if (n === 0) return out;
     for (const [worker, s] of this.#workers) {
       const m = s.entries;
-      if (m.size === 0) continue;
+      if (s.live === 0) continue;
       let i = 0;
       for (; i < n; i++) {
-        const e = m.get(mapKey(keys, i));
-        if (e === undefined || e.lo !== keys[2 * i + 1]) break;
+        const e = m.get(keys[2 * i]!, keys[2 * i + 1]!);
+        if (e === undefined || e.dead) break;
         if (e.expiresAtMs <= nowMs) {
           this.#sweep(s, nowMs);
           break;
@@ -152,12 +179,17 @@ export class PredictedBlocks {
    */
   confirm(worker: WorkerKey, keys: BlockKeySeq, count: number): void {
     const s = this.#workers.get(worker);
-    if (s === undefined || s.degraded || s.entries.size === 0) return;
+    if (s === undefined || s.degraded || s.live === 0) return;
     const n = Math.min(count, keys.length >>> 1);
+    // Marked dead, not deleted: the next record of the prompt (often this same request's,
+    // on this worker) revives the entry in place.
     for (let i = 0; i < n; i++) {
-      const k = mapKey(keys, i);
-      const e = s.entries.get(k);
-      if (e !== undefined && e.lo === keys[2 * i + 1] && s.entries.delete(k)) this.#confirmed++;
+      const e = s.entries.get(keys[2 * i]!, keys[2 * i + 1]!);
+      if (e !== undefined && !e.dead) {
+        e.dead = true;
+        s.live--;
+        this.#confirmed++;
+      }
     }
   }
 
@@ -179,7 +211,7 @@ export class PredictedBlocks {
     const s = this.#workers.get(worker);
     if (s === undefined || !s.degraded) return;
     s.degraded = false;
-    s.entries.clear();
+    clear(s);
   }
 
   isDegraded(worker: WorkerKey): boolean {
@@ -198,7 +230,8 @@ export class PredictedBlocks {
 
   /** The worker's engine emptied its cache: its predictions go (its route count stays). */
   clearWorker(worker: WorkerKey): void {
-    this.#workers.get(worker)?.entries.clear();
+    const s = this.#workers.get(worker);
+    if (s !== undefined) clear(s);
   }
 
   /** A worker removed: its predictions, degraded flag and route count go. */
@@ -218,14 +251,14 @@ export class PredictedBlocks {
 
   /** Predicted blocks `worker` holds now (unswept expired ones included). */
   size(worker: WorkerKey): number {
-    return this.#workers.get(worker)?.entries.size ?? 0;
+    return this.#workers.get(worker)?.live ?? 0;
   }
 
   stats(): PredictedStats {
     let blocks = 0;
     let degradedWorkers = 0;
     for (const s of this.#workers.values()) {
-      blocks += s.entries.size;
+      blocks += s.live;
       if (s.degraded) degradedWorkers++;
     }
     return {
@@ -240,7 +273,16 @@ export class PredictedBlocks {
   #state(worker: WorkerKey): WorkerState {
     let s = this.#workers.get(worker);
     if (s === undefined) {
-      s = { entries: new Map(), degraded: false, degradedCap: 0, routed: 0 };
+      s = {
+        entries: new BlockTable<Entry>(),
+        queue: new Array<Entry | undefined>(QUEUE_MIN),
+        head: 0,
+        tail: 0,
+        live: 0,
+        degraded: false,
+        degradedCap: 0,
+        routed: 0,
+      };
       this.#workers.set(worker, s);
     }
     return s;
@@ -252,11 +294,64 @@ export class PredictedBlocks {
    * so the walk stops at the first live entry.
    */
   #sweep(s: WorkerState, nowMs: number): void {
-    const m = s.entries;
-    for (const [k, e] of m) {
-      if (e.expiresAtMs > nowMs) break;
-      m.delete(k);
-      this.#expired++;
+    const q = s.queue;
+    while (s.head < s.tail) {
+      const e = q[s.head]!;
+      if (e.at === s.head && !e.dead && e.expiresAtMs > nowMs) break;
+      if (this.#pop(s) === null) continue;
+      if (!e.dead) this.#expired++;
     }
   }
+
+  /**
+   * Take the front of the recency queue: a stale place is skipped (null); the entry of a
+   * current one leaves the map (returned; the caller counts it).
+   */
+  #pop(s: WorkerState): Entry | null {
+    const at = s.head++;
+    const e = s.queue[at]!;
+    s.queue[at] = undefined;
+    if (e.at !== at) return null;
+    s.entries.delete(e);
+    if (!e.dead) s.live--;
+    return e;
+  }
+
+  /**
+   * Room for `n` more places: the current places move to the front (stale ones dropped,
+   * dead entries with them), and the queue doubles until they fill at most a quarter of
+   * it: a compaction then comes after at least three times as many pushes as it moves.
+   */
+  #makeRoom(s: WorkerState, n: number): void {
+    const m = s.entries;
+    const old = s.queue;
+    let size = old.length;
+    while (size < 4 * (m.size + n)) size *= 2;
+    const q = size === old.length ? old : new Array<Entry | undefined>(size);
+    let t = 0;
+    for (let j = s.head; j < s.tail; j++) {
+      const e = old[j]!;
+      old[j] = undefined;
+      if (e.at !== j) continue;
+      if (e.dead) {
+        m.delete(e);
+        continue;
+      }
+      e.at = t;
+      q[t++] = e;
+    }
+    s.queue = q;
+    s.head = 0;
+    s.tail = t;
+  }
+}
+
+const QUEUE_MIN = 1024;
+
+function clear(s: WorkerState): void {
+  s.entries.clear();
+  s.head = 0;
+  s.tail = 0;
+  s.live = 0;
+  s.queue = new Array<Entry | undefined>(QUEUE_MIN);
 }

@@ -9,6 +9,7 @@
  * fails the jobs still waiting.
  */
 
+import { type EventLoopUtilization, performance } from "node:perf_hooks";
 import type { Worker } from "node:worker_threads";
 import { siblingModule, startWorkerThread } from "../worker-thread.js";
 import type { EncodeJob, EncodeReply, EncodeWorkerData, RequestJob } from "./encode-worker.js";
@@ -28,25 +29,55 @@ interface Slot {
   readonly worker: Worker;
   ready: boolean;
   busy: number;
-  /** Characters of the jobs sent and not yet answered: how long a new job would wait. */
-  queuedChars: number;
+  /** Characters of the large jobs (at or past the caller's threshold) not yet answered. */
+  largeChars: number;
+  /** Estimated thread time of the other jobs not yet answered (ms). */
+  queuedMs: number;
+  /** Thread time per character of the jobs under the threshold, a moving average (ms). */
+  msPerChar: number;
 }
 
 interface Pending {
   readonly slot: Slot;
   readonly chars: number;
+  /** A large job: counted in `largeChars`; else its estimate is in `queuedMs`. */
+  readonly large: boolean;
+  readonly estMs: number;
   resolve(reply: { ids: Int32Array[]; cached: number }): void;
   reject(err: Error): void;
 }
 
 /**
- * A request smaller than the caller's off-thread threshold waits behind at most this many
- * queued characters on a thread (about seven 8k-token chats; ~60 ms of cold encoding at
- * most, far less for conversations the segment cache knows); past it, it is tokenized on
- * the caller's thread instead (`tryRun` answers null), so one huge prompt does not hold
- * up every small request behind it, while ordinary traffic stays off the event loop.
+ * A request smaller than the caller's off-thread threshold does not wait behind more than
+ * this many characters of large jobs (at or past the threshold) on a thread: past it, it is
+ * tokenized on the caller's thread instead (`tryRun` answers null), so one huge prompt
+ * does not hold up every small request behind it.
  */
 export const QUEUE_BUDGET_CHARS = 256 * 1024;
+
+/**
+ * Nor behind more than this much estimated work of ordinary jobs (ms of thread time, from
+ * what the thread's recent jobs took per character) while the caller's event loop has
+ * time to spare (`LOOP_BUSY`): the event loop serves every other request, so a request
+ * waits this long for the thread (16 queued 8k-token chats whose history the segment
+ * cache holds are ~25 ms) before it costs the event loop its tokenization, and an event
+ * loop that is itself busy takes none on. Counted in characters before (256k, about seven
+ * such chats), a closed loop of 16 clients sent every other chat to the event loop.
+ */
+export const QUEUE_BUDGET_MS = 40;
+
+/**
+ * The event loop's utilization (`performance.eventLoopUtilization`, over the last 100 ms
+ * or more) from which it is too busy to tokenize an ordinary request the thread is late
+ * with: the request waits for the thread instead.
+ */
+export const LOOP_BUSY = 0.5;
+const LOOP_WINDOW_MS = 100;
+
+/** Thread time per character assumed before a thread has answered: a cold encoding's. */
+const COLD_MS_PER_CHAR = 0.0006;
+/** Weight of each answered job in `msPerChar`. */
+const RATE_WEIGHT = 0.2;
 
 /** Restart delays after a thread dies: doubling from 1 s to 60 s, reset by a ready thread. */
 const RESTART_MIN_MS = 1000;
@@ -71,6 +102,10 @@ export class EncodePool {
   /** No thread is started before this time (ms, `Date.now`): backoff after deaths. */
   #restartAt = 0;
   #restartDelay = 0;
+  /** The event loop's utilization sample, when it was taken, and the last window's value. */
+  #loopSample: EventLoopUtilization = performance.eventLoopUtilization();
+  #loopAt = performance.now();
+  #loopUtilization = 0;
 
   /** `workerUrl`: the thread's module (default `encode-worker`; tests give a failing one). */
   constructor(data: EncodeWorkerData, size: number, workerUrl: URL = WORKER_URL) {
@@ -84,7 +119,14 @@ export class EncodePool {
     if (this.#closed || Date.now() < this.#restartAt) return;
     while (this.#slots.length < this.#size) {
       const worker = startWorkerThread(this.#workerUrl, { workerData: this.#data });
-      const slot: Slot = { worker, ready: false, busy: 0, queuedChars: 0 };
+      const slot: Slot = {
+        worker,
+        ready: false,
+        busy: 0,
+        largeChars: 0,
+        queuedMs: 0,
+        msPerChar: COLD_MS_PER_CHAR,
+      };
       worker.on("message", (m: EncodeReply | { ready: true }) => {
         if ("ready" in m) {
           slot.ready = true;
@@ -94,7 +136,7 @@ export class EncodePool {
         if (--slot.busy === 0) worker.unref();
         const p = this.#pending.get(m.id);
         this.#pending.delete(m.id);
-        if (p !== undefined) slot.queuedChars -= p.chars;
+        if (p !== undefined) this.#settled(p, "ms" in m ? m.ms : undefined);
         if ("error" in m) p?.reject(new TokenizeError(m.code ?? "bad_request", m.error));
         else p?.resolve({ ids: m.ids, cached: m.cached ?? 0 });
       });
@@ -130,17 +172,19 @@ export class EncodePool {
     for (const s of this.#slots) if (s.ready && (best === null || s.busy < best.busy)) best = s;
     if (best === null) return null;
     const chars = texts.reduce((n, t) => n + t.length, 0);
-    return this.#send(best, chars, (id) => ({ id, texts })).then((r) => r.ids);
+    return this.#send(best, chars, true, (id) => ({ id, texts })).then((r) => r.ids);
   }
 
   /**
    * A whole request (about `chars` characters of text) tokenized on the worker `affinity`
-   * names (the next ready one while it loads, or while it has more than
-   * `QUEUE_BUDGET_CHARS` queued and the request is under `waitAnywayChars`), or null when
-   * none qualifies: the caller tokenizes it itself.
+   * names (the next ready one while it loads, or while the request is under
+   * `waitAnywayChars` and the worker has more than `QUEUE_BUDGET_CHARS` of large jobs, or
+   * more than `QUEUE_BUDGET_MS` of estimated work and the event loop has time to spare),
+   * or null when none qualifies: the caller tokenizes it itself.
    */
   tryRun(
-    request: RequestJob,
+    /** The job, or what makes it once a worker takes it (a body's copy is made only then). */
+    request: RequestJob | (() => RequestJob),
     affinity: number,
     chars = 0,
     waitAnywayChars = Number.POSITIVE_INFINITY,
@@ -154,24 +198,48 @@ export class EncodePool {
     let slot: Slot | null = null;
     for (let k = 0; k < n && slot === null; k++) {
       const s = this.#slots[(home + k) % n]!;
-      if (s.ready && (!waits || s.queuedChars <= QUEUE_BUDGET_CHARS)) slot = s;
+      if (
+        s.ready &&
+        (!waits ||
+          (s.largeChars <= QUEUE_BUDGET_CHARS &&
+            (s.queuedMs <= QUEUE_BUDGET_MS || this.#loopBusy())))
+      ) {
+        slot = s;
+      }
     }
     if (slot === null) return null;
-    return this.#send(slot, chars, (id) => ({ id, request })).then((r) => ({
+    const job = typeof request === "function" ? request() : request;
+    // A chat's body crosses as its bytes, transferred (the caller's copy is not used again).
+    const transfer = job.kind === "chatBody" ? [job.body.buffer as ArrayBuffer] : [];
+    return this.#send(slot, chars, !waits, (id) => ({ id, request: job }), transfer).then((r) => ({
       ids: r.ids[0]!,
       cached: r.cached,
     }));
   }
 
+  /** Whether the caller's event loop is busier than `LOOP_BUSY` over its last window. */
+  #loopBusy(): boolean {
+    const now = performance.now();
+    if (now - this.#loopAt >= LOOP_WINDOW_MS) {
+      const elu = performance.eventLoopUtilization();
+      this.#loopUtilization = performance.eventLoopUtilization(elu, this.#loopSample).utilization;
+      this.#loopSample = elu;
+      this.#loopAt = now;
+    }
+    return this.#loopUtilization > LOOP_BUSY;
+  }
+
   #send(
     slot: Slot,
     chars: number,
+    large: boolean,
     job: (id: number) => EncodeJob,
+    transfer: ArrayBuffer[] = [],
   ): Promise<{ ids: Int32Array[]; cached: number }> {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       try {
-        slot.worker.postMessage(job(id));
+        slot.worker.postMessage(job(id), transfer);
       } catch (err) {
         // Not cloneable (library callers only: the gateway's requests are parsed JSON).
         reject(new TokenizeError("bad_request", (err as Error).message));
@@ -179,9 +247,23 @@ export class EncodePool {
       }
       this.#jobs++;
       if (slot.busy++ === 0) slot.worker.ref();
-      slot.queuedChars += chars;
-      this.#pending.set(id, { slot, chars, resolve, reject });
+      const estMs = large ? 0 : chars * slot.msPerChar;
+      if (large) slot.largeChars += chars;
+      else slot.queuedMs += estMs;
+      this.#pending.set(id, { slot, chars, large, estMs, resolve, reject });
     });
+  }
+
+  /** A job answered (or failed): off its slot's queue; its time teaches the slot's rate. */
+  #settled(p: Pending, ms: number | undefined): void {
+    const s = p.slot;
+    if (p.large) s.largeChars -= p.chars;
+    else {
+      s.queuedMs = s.busy === 0 ? 0 : Math.max(0, s.queuedMs - p.estMs);
+      if (ms !== undefined && p.chars > 0) {
+        s.msPerChar += RATE_WEIGHT * (ms / p.chars - s.msPerChar);
+      }
+    }
   }
 
   /** Fails the jobs waiting on `slot` (all of them when null). */

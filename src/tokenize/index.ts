@@ -21,6 +21,7 @@ export {
 export type { SegmentCacheStats } from "./segment-cache.js";
 export {
   type ChatRequestLike,
+  chatRequestOf,
   type PromptTokenizer,
   TokenizeError,
   type TokenizeErrorCode,

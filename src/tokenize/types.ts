@@ -9,6 +9,13 @@ export interface TokenizeResult {
   readonly tokenIds: readonly number[];
   /** Segments served from the segment cache (local tokenizer only). */
   readonly cachedSegments?: number;
+  /** Tokenized on a worker thread (local tokenizer only; absent: on the caller's thread). */
+  readonly onThread?: boolean;
+  /**
+   * The same ids as they arrived from a worker thread: reading these instead of
+   * `tokenIds` (made from them on first read) spares the copy into an array.
+   */
+  readonly ids?: Int32Array;
 }
 
 export interface ChatRequestLike {
@@ -23,12 +30,38 @@ export interface ChatRequestLike {
   readonly documents?: readonly unknown[];
 }
 
+/**
+ * The chat fields of a parsed request body, as `tokenizeChat` takes them: `messages` and
+ * the template's optional fields, a null one left out. No checks (the caller's, before).
+ */
+export function chatRequestOf(body: Readonly<Record<string, unknown>>): ChatRequestLike {
+  const out: Record<string, unknown> = { messages: body.messages };
+  for (const k of CHAT_OPTIONAL_FIELDS) {
+    const v = body[k];
+    if (v !== undefined && v !== null) out[k] = v;
+  }
+  return out as unknown as ChatRequestLike;
+}
+
+const CHAT_OPTIONAL_FIELDS = [
+  "tools",
+  "chat_template_kwargs",
+  "add_generation_prompt",
+  "continue_final_message",
+  "documents",
+] as const satisfies readonly (keyof ChatRequestLike)[];
+
 export interface PromptTokenizer {
   readonly model: string;
   /** /v1/completions prompt text (vLLM adds special tokens = BOS when the tokenizer config says so). */
   tokenizeCompletion(prompt: string): Promise<TokenizeResult>;
-  /** /v1/chat/completions: render the chat template as vLLM's OpenAI server does, then encode with add_special_tokens=false. */
-  tokenizeChat(request: ChatRequestLike): Promise<TokenizeResult>;
+  /**
+   * /v1/chat/completions: render the chat template as vLLM's OpenAI server does, then
+   * encode with add_special_tokens=false. `body`, when given, is the JSON body `request`
+   * was read from (`chatRequestOf` of its parse is `request`): a tokenizer working on
+   * another thread may send those bytes there instead of copying the objects.
+   */
+  tokenizeChat(request: ChatRequestLike, body?: Uint8Array): Promise<TokenizeResult>;
   close(): Promise<void>;
 }
 
