@@ -43,11 +43,22 @@ export class SlotTable {
     this.mask = (1 << bits) - 1;
   }
 
-  /** Places record `id` (not present) under hash `h`; grows first if `live` needs it. */
-  insert(id: number, h: number, live: number): void {
+  /**
+   * Places record `id` (not present) under hash `h`; grows first if `live` needs it.
+   * `at` (else −1): the empty slot of `slots` where a probe for the record's key just
+   * stopped, with no change to the table since; the record goes there unless it grows.
+   */
+  insert(id: number, h: number, live: number, at = -1): void {
+    if (this.old === null && live > (this.mask + 1) * MAX_LOAD) {
+      this.#grow();
+      at = -1;
+    }
+    if (at >= 0) {
+      this.slots[2 * at] = id + 1;
+      this.slots[2 * at + 1] = h | 0;
+    } else place(this.slots, this.mask, this.shift, id + 1, h | 0);
+    // Migrating after placing is the same: the slot was the key's first empty one.
     if (this.old !== null) this.#migrate(MIGRATE_STEP);
-    else if (live > (this.mask + 1) * MAX_LOAD) this.#grow();
-    place(this.slots, this.mask, this.shift, id + 1, h | 0);
   }
 
   /** Removes record `id`, placed under hash `h`. */
