@@ -22,6 +22,8 @@ const META = 2;
 const NODE = 3;
 const OLDER = 4;
 const NEWER = 5;
+/** Low bits of a key's hash added to its home slot: its worker's place in its group of 8. */
+const SPREAD = 7;
 
 /** `meta` of a freed entry (no live entry has all bits set: workers are < 2^16). */
 export const FREE = 0xffffffff;
@@ -61,7 +63,7 @@ export class EngineHashTable {
 
   constructor(initialCapacity = 1024) {
     this.#records = new RecordPool(STRIDE, NODE, initialCapacity);
-    this.#table = new SlotTable(Math.max(16, initialCapacity));
+    this.#table = new SlotTable(Math.max(16, initialCapacity), SPREAD);
   }
 
   /** Live entries. */
@@ -107,7 +109,8 @@ export class EngineHashTable {
   /** Like `NodeStore.warm`: loads the home slot of (wk, hi, lo) ahead of `find`. */
   warm(wk: number, hi: number, lo: number): number {
     const t = this.#table;
-    return t.slots[2 * (hashOf(wk, hi | 0, lo | 0) >>> t.shift)]!;
+    const h = hashOf(wk, hi | 0, lo | 0);
+    return t.slots[2 * (((h >>> t.shift) + (h & SPREAD)) & t.mask)]!;
   }
 
   /**
@@ -116,7 +119,8 @@ export class EngineHashTable {
    */
   warmRecord(wk: number, hi: number, lo: number): number {
     const t = this.#table;
-    const id = t.slots[2 * (hashOf(wk, hi | 0, lo | 0) >>> t.shift)]!;
+    const h = hashOf(wk, hi | 0, lo | 0);
+    const id = t.slots[2 * (((h >>> t.shift) + (h & SPREAD)) & t.mask)]!;
     if (id <= 0) return -1;
     return this.#records.rec[(id - 1) * STRIDE + NODE]! | 0;
   }
@@ -132,7 +136,7 @@ export class EngineHashTable {
     lo: number,
   ) {
     const rec = this.#records.rec;
-    for (let i = h >>> shift; ; i = (i + 1) & mask) {
+    for (let i = ((h >>> shift) + (h & SPREAD)) & mask; ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
       if (id === 0) return -1 - i;
       if (slots[2 * i + 1] !== h || id === TOMB) continue;
@@ -257,17 +261,18 @@ export class EngineHashTable {
 
 /**
  * 32-bit hash of (worker, kind, hash), well mixed: engine hashes may be small ints. As
- * int32 (the slot tables' form); the home slot is `h >>> shift`.
+ * int32 (the slot tables' form); the home slot is `(h >>> shift) + (h & SPREAD)`.
  *
- * The top 24 bits hash (hash, worker slot >> 3) only: the entries of eight neighbouring
- * worker slots under one engine hash share a home, so storing a block that nearby
- * workers already hold under the same hash finds its slot's cache line already loaded.
- * The low 8 bits hash the whole key, so slot hashes still tell those entries apart.
+ * The top 24 bits hash (engine hash, worker slot >> 3) only, and the low 3 bits are the
+ * worker slot's last 3: the entries of eight neighbouring worker slots under one engine
+ * hash get eight neighbouring homes, so storing a block that nearby workers already hold
+ * under the same hash (a fleet-wide prefix; replicas of one worker) finds its slot's cache
+ * line already loaded. Bits 3–7 hash the whole key, so slot hashes still tell most keys
+ * of one group apart without reading their records.
  */
 function hashOf(wk: number, hi: number, lo: number): number {
-  return (mix(wk >>> 4, hi, lo) & ~0xff) | (mix(wk, hi, lo) & 0xff);
+  return (mix(wk >>> 4, hi, lo) & ~0xff) | (mix(wk, hi, lo) & 0xf8) | ((wk >>> 1) & SPREAD);
 }
-
 function mix(wk: number, hi: number, lo: number): number {
   let h = Math.imul(hi ^ Math.imul(wk, 0x27d4eb2d), 0x85ebca6b) ^ lo;
   h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d);
