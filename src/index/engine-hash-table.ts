@@ -24,6 +24,8 @@ const OLDER = 4;
 const NEWER = 5;
 /** Low bits of a key's hash added to its home slot: its worker's place in its group of 8. */
 const SPREAD = 7;
+/** Most live entries per slot: lower than the node table's, see `hashOf`. */
+const MAX_LOAD = 0.6;
 
 /** `meta` of a freed entry (no live entry has all bits set: workers are < 2^16). */
 export const FREE = 0xffffffff;
@@ -63,7 +65,7 @@ export class EngineHashTable {
 
   constructor(initialCapacity = 1024) {
     this.#records = new RecordPool(STRIDE, NODE, initialCapacity);
-    this.#table = new SlotTable(Math.max(16, initialCapacity), SPREAD);
+    this.#table = new SlotTable(Math.max(16, initialCapacity), SPREAD, MAX_LOAD);
   }
 
   /** Live entries. */
@@ -110,7 +112,7 @@ export class EngineHashTable {
   warm(wk: number, hi: number, lo: number): number {
     const t = this.#table;
     const h = hashOf(wk, hi | 0, lo | 0);
-    return t.slots[2 * (((h >>> t.shift) + (h & SPREAD)) & t.mask)]!;
+    return t.slots[2 * (((h >>> t.shift) & ~SPREAD) | (h & SPREAD))]!;
   }
 
   /**
@@ -120,7 +122,7 @@ export class EngineHashTable {
   warmRecord(wk: number, hi: number, lo: number): number {
     const t = this.#table;
     const h = hashOf(wk, hi | 0, lo | 0);
-    const id = t.slots[2 * (((h >>> t.shift) + (h & SPREAD)) & t.mask)]!;
+    const id = t.slots[2 * (((h >>> t.shift) & ~SPREAD) | (h & SPREAD))]!;
     if (id <= 0) return -1;
     return this.#records.rec[(id - 1) * STRIDE + NODE]! | 0;
   }
@@ -136,7 +138,7 @@ export class EngineHashTable {
     lo: number,
   ) {
     const rec = this.#records.rec;
-    for (let i = ((h >>> shift) + (h & SPREAD)) & mask; ; i = (i + 1) & mask) {
+    for (let i = ((h >>> shift) & ~SPREAD) | (h & SPREAD); ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
       if (id === 0) return -1 - i;
       if (slots[2 * i + 1] !== h || id === TOMB) continue;

@@ -30,7 +30,7 @@ export const TOMB = -1;
 
 export class SlotTable {
   slots: Int32Array;
-  /** Home slot of hash h: `((h >>> shift) + (h & spread)) & mask`. */
+  /** Home slot of hash h: `((h >>> shift) & ~spread) | (h & spread)`. */
   shift: number;
   mask: number;
   /** The previous, smaller table while it is migrated into `slots`; else null. */
@@ -38,11 +38,13 @@ export class SlotTable {
   oldShift = 0;
   oldMask = 0;
   readonly spread: number;
+  readonly #maxLoad: number;
   #cursor = 0;
 
   /** Room for about `capacity` records before the first growth. */
-  constructor(capacity: number, spread = 0) {
+  constructor(capacity: number, spread = 0, maxLoad = MAX_LOAD) {
     this.spread = spread;
+    this.#maxLoad = maxLoad;
     const bits = 32 - Math.clz32(capacity * 2 - 1);
     this.slots = new Int32Array(2 << bits);
     this.shift = 32 - bits;
@@ -55,7 +57,7 @@ export class SlotTable {
    * stopped, with no change to the table since; the record goes there unless it grows.
    */
   insert(id: number, h: number, live: number, at = -1): void {
-    if (this.old === null && live > (this.mask + 1) * MAX_LOAD) {
+    if (this.old === null && live > (this.mask + 1) * this.#maxLoad) {
       this.#grow();
       at = -1;
     }
@@ -74,7 +76,11 @@ export class SlotTable {
     if (old !== null) {
       // Not yet migrated? Then it is in the old table: leave a tombstone there.
       const mask = this.oldMask;
-      for (let i = ((h >>> this.oldShift) + (h & this.spread)) & mask; ; i = (i + 1) & mask) {
+      for (
+        let i = ((h >>> this.oldShift) & ~this.spread) | (h & this.spread);
+        ;
+        i = (i + 1) & mask
+      ) {
         const v = old[2 * i]!;
         if (v === 0) break;
         if (v === id + 1) {
@@ -87,7 +93,7 @@ export class SlotTable {
     const mask = this.mask;
     const shift = this.shift;
     const spread = this.spread;
-    let i = ((h >>> shift) + (h & spread)) & mask;
+    let i = ((h >>> shift) & ~spread) | (h & spread);
     for (let n = 0; slots[2 * i] !== id + 1; i = (i + 1) & mask) {
       // Only a broken table gets here: fail rather than loop for ever.
       if (++n > mask) throw new Error(`slot table: record ${id} is not where its hash says`);
@@ -97,7 +103,7 @@ export class SlotTable {
       const next = slots[2 * j]!;
       if (next === 0) break;
       const hj = slots[2 * j + 1]!;
-      const home = ((hj >>> shift) + (hj & spread)) & mask;
+      const home = ((hj >>> shift) & ~spread) | (hj & spread);
       if (((j - home) & mask) >= ((j - i) & mask)) {
         slots[2 * i] = next;
         slots[2 * i + 1] = slots[2 * j + 1]!;
@@ -145,7 +151,7 @@ function place(
   v: number,
   h: number,
 ): void {
-  let i = ((h >>> shift) + (h & spread)) & mask;
+  let i = ((h >>> shift) & ~spread) | (h & spread);
   while (slots[2 * i] !== 0) i = (i + 1) & mask;
   slots[2 * i] = v;
   slots[2 * i + 1] = h;
