@@ -24,8 +24,6 @@ const OLDER = 4;
 const NEWER = 5;
 /** Low bits of a key's hash added to its home slot: its worker's place in its group of 8. */
 const SPREAD = 7;
-/** Most live entries per slot: lower than the node table's, see `hashOf`. */
-const MAX_LOAD = 0.6;
 
 /** `meta` of a freed entry (no live entry has all bits set: workers are < 2^16). */
 export const FREE = 0xffffffff;
@@ -65,7 +63,7 @@ export class EngineHashTable {
 
   constructor(initialCapacity = 1024) {
     this.#records = new RecordPool(STRIDE, NODE, initialCapacity);
-    this.#table = new SlotTable(Math.max(16, initialCapacity), SPREAD, MAX_LOAD);
+    this.#table = new SlotTable(Math.max(16, initialCapacity), SPREAD);
   }
 
   /** Live entries. */

@@ -38,13 +38,11 @@ export class SlotTable {
   oldShift = 0;
   oldMask = 0;
   readonly spread: number;
-  readonly #maxLoad: number;
   #cursor = 0;
 
   /** Room for about `capacity` records before the first growth. */
-  constructor(capacity: number, spread = 0, maxLoad = MAX_LOAD) {
+  constructor(capacity: number, spread = 0) {
     this.spread = spread;
-    this.#maxLoad = maxLoad;
     const bits = 32 - Math.clz32(capacity * 2 - 1);
     this.slots = new Int32Array(2 << bits);
     this.shift = 32 - bits;
@@ -57,7 +55,7 @@ export class SlotTable {
    * stopped, with no change to the table since; the record goes there unless it grows.
    */
   insert(id: number, h: number, live: number, at = -1): void {
-    if (this.old === null && live > (this.mask + 1) * this.#maxLoad) {
+    if (this.old === null && live > (this.mask + 1) * MAX_LOAD) {
       this.#grow();
       at = -1;
     }
