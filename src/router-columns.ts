@@ -190,8 +190,9 @@ export class ColumnScorer {
       const b = q.buffer.answer;
       const slotKey = q.buffer.slotKey;
       const first = b.first;
+      const at = b.firstAt;
       for (let k = 0; k < b.count; k++) {
-        const x = first[k]!;
+        const x = first[at + k]!;
         const r = positionOfSlot(h, x >>> 4, slotKey);
         if (r < 0 || col[r]! < 0) continue;
         const j = col[r]!;

@@ -100,10 +100,11 @@ function eventOf(c: Command): KvEvent | null {
 function decode(index: RadixTreeIndex, buf: MatchBuffer): WorkerMatch[] {
   const out: WorkerMatch[] = [];
   let j = 0;
+  const at = buf.firstAt;
   for (let k = 0; k < buf.count; k++) {
-    const x = buf.first[k]!;
+    const x = buf.first[at + k]!;
     const s = x >>> 4;
-    if (k > 0) expect(buf.first[k - 1]! >>> 4).toBeLessThan(s);
+    if (k > 0) expect(buf.first[at + k - 1]! >>> 4).toBeLessThan(s);
     while (j < buf.deepCount && buf.deepSlot[j]! < s) j++;
     const deep = j < buf.deepCount && buf.deepSlot[j] === s;
     out.push({

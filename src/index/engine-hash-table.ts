@@ -22,6 +22,8 @@ const META = 2;
 const NODE = 3;
 const OLDER = 4;
 const NEWER = 5;
+/** Low bits of a key's hash added to its home slot: its worker's place in its group of 8. */
+const SPREAD = 7;
 
 /** `meta` of a freed entry (no live entry has all bits set: workers are < 2^16). */
 export const FREE = 0xffffffff;
@@ -47,10 +49,21 @@ export class EngineHashTable {
   /** Oldest and newest live entry, id + 1 (0 = none). */
   #oldest = 0;
   #newest = 0;
+  /**
+   * The last `find` that missed: its key, the key's hash and the empty slot of `slots`
+   * where the probe stopped, so that `insert` of that key right after places it there
+   * without hashing or probing again. Any change forgets it (`#missSlots = null`).
+   */
+  #missWk = 0;
+  #missHi = 0;
+  #missLo = 0;
+  #missH = 0;
+  #missAt = 0;
+  #missSlots: Int32Array | null = null;
 
   constructor(initialCapacity = 1024) {
     this.#records = new RecordPool(STRIDE, NODE, initialCapacity);
-    this.#table = new SlotTable(Math.max(16, initialCapacity));
+    this.#table = new SlotTable(Math.max(16, initialCapacity), SPREAD);
   }
 
   /** Live entries. */
@@ -79,14 +92,25 @@ export class EngineHashTable {
     const t = this.#table;
     const h = hashOf(wk, hi, lo);
     const e = this.#probe(t.slots, t.mask, t.shift, h, wk, hi, lo);
-    if (e >= 0 || t.old === null) return e;
-    return this.#probe(t.old, t.oldMask, t.oldShift, h, wk, hi, lo);
+    if (e >= 0) return e;
+    if (t.old !== null) {
+      const o = this.#probe(t.old, t.oldMask, t.oldShift, h, wk, hi, lo);
+      if (o >= 0) return o;
+    }
+    this.#missWk = wk;
+    this.#missHi = hi;
+    this.#missLo = lo;
+    this.#missH = h;
+    this.#missAt = -1 - e;
+    this.#missSlots = t.slots;
+    return -1;
   }
 
   /** Like `NodeStore.warm`: loads the home slot of (wk, hi, lo) ahead of `find`. */
   warm(wk: number, hi: number, lo: number): number {
     const t = this.#table;
-    return t.slots[2 * (hashOf(wk, hi | 0, lo | 0) >>> t.shift)]!;
+    const h = hashOf(wk, hi | 0, lo | 0);
+    return t.slots[2 * (((h >>> t.shift) & ~SPREAD) | (h & SPREAD))]!;
   }
 
   /**
@@ -95,11 +119,13 @@ export class EngineHashTable {
    */
   warmRecord(wk: number, hi: number, lo: number): number {
     const t = this.#table;
-    const id = t.slots[2 * (hashOf(wk, hi | 0, lo | 0) >>> t.shift)]!;
+    const h = hashOf(wk, hi | 0, lo | 0);
+    const id = t.slots[2 * (((h >>> t.shift) & ~SPREAD) | (h & SPREAD))]!;
     if (id <= 0) return -1;
     return this.#records.rec[(id - 1) * STRIDE + NODE]! | 0;
   }
 
+  /** Entry id of the key, or −1 − (the empty slot where the probe stopped). */
   #probe(
     slots: Int32Array,
     mask: number,
@@ -110,9 +136,9 @@ export class EngineHashTable {
     lo: number,
   ) {
     const rec = this.#records.rec;
-    for (let i = h >>> shift; ; i = (i + 1) & mask) {
+    for (let i = ((h >>> shift) & ~SPREAD) | (h & SPREAD); ; i = (i + 1) & mask) {
       const id = slots[2 * i]!;
-      if (id === 0) return -1;
+      if (id === 0) return -1 - i;
       if (slots[2 * i + 1] !== h || id === TOMB) continue;
       const r = (id - 1) * STRIDE;
       if ((rec[r + LO]! | 0) === lo && (rec[r + HI]! | 0) === hi && rec[r + META]! >>> 3 === wk) {
@@ -121,10 +147,25 @@ export class EngineHashTable {
     }
   }
 
-  /** Adds an entry that is not present (as the newest); returns its id. */
+  /**
+   * Adds an entry that is not present (as the newest); returns its id. Right after a
+   * `find` of the same key that missed, it goes where that probe stopped.
+   */
   insert(wk: number, hi: number, lo: number, node: number, tierMask: number): number {
     hi |= 0;
     lo |= 0;
+    let h: number;
+    let at = -1;
+    if (
+      this.#missSlots === this.#table.slots &&
+      this.#missLo === lo &&
+      this.#missHi === hi &&
+      this.#missWk === wk
+    ) {
+      h = this.#missH;
+      at = this.#missAt;
+    } else h = hashOf(wk, hi, lo);
+    this.#missSlots = null;
     const records = this.#records;
     const e = records.alloc();
     const rec = records.rec;
@@ -134,11 +175,12 @@ export class EngineHashTable {
     rec[r + META] = (wk << 3) | tierMask;
     rec[r + NODE] = node;
     this.#append(e);
-    this.#table.insert(e, hashOf(wk, hi, lo), records.live);
+    this.#table.insert(e, h, records.live, at);
     return e;
   }
 
   remove(e: number): void {
+    this.#missSlots = null;
     const r = e * STRIDE;
     const rec = this.#records.rec;
     this.#table.remove(e, hashOf(rec[r + META]! >>> 3, rec[r + HI]! | 0, rec[r + LO]! | 0));
@@ -219,9 +261,19 @@ export class EngineHashTable {
 
 /**
  * 32-bit hash of (worker, kind, hash), well mixed: engine hashes may be small ints. As
- * int32 (the slot tables' form); the home slot is `h >>> shift`.
+ * int32 (the slot tables' form); the home slot is `(h >>> shift) + (h & SPREAD)`.
+ *
+ * The top 24 bits hash (engine hash, worker slot >> 3) only, and the low 3 bits are the
+ * worker slot's last 3: the entries of eight neighbouring worker slots under one engine
+ * hash get eight neighbouring homes, so storing a block that nearby workers already hold
+ * under the same hash (a fleet-wide prefix; replicas of one worker) finds its slot's cache
+ * line already loaded. Bits 3–7 hash the whole key, so slot hashes still tell most keys
+ * of one group apart without reading their records.
  */
 function hashOf(wk: number, hi: number, lo: number): number {
+  return (mix(wk >>> 4, hi, lo) & ~0xff) | (mix(wk, hi, lo) & 0xf8) | ((wk >>> 1) & SPREAD);
+}
+function mix(wk: number, hi: number, lo: number): number {
   let h = Math.imul(hi ^ Math.imul(wk, 0x27d4eb2d), 0x85ebca6b) ^ lo;
   h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d);
   h ^= h >>> 12;

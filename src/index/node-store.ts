@@ -156,7 +156,7 @@ export class NodeStore {
 
   /**
    * The core of findMatches (see match-buffer.ts for the answer's shape): the first key's
-   * holder list is copied in one piece (filtered only while `skip` flags retired slots),
+   * holder list is read in place (copied, filtered, only while `skip` flags retired slots),
    * then the second key's holders that hold the first start the deep list (binary
    * search in the sorted copy), and each further key's holders advance the deep runs,
    * kept meanwhile in the per-slot columns `gpu`/`host`/`disk` (zero for live slots on
@@ -188,20 +188,27 @@ export class NodeStore {
     const r0 = node0 * STRIDE;
     const count0 = rec[r0 + COUNT]!;
     const base0 = rec[r0 + HOLDER]!;
-    const first = out.reserveFirst(count0);
+    let first: Uint32Array;
+    let at = 0;
     let c = 0;
-    if (count0 === 1) {
-      if (skip === null || skip[base0 >>> 4] === 0) first[c++] = base0;
-    } else if (skip === null) {
-      first.set(words.subarray(base0, base0 + count0));
+    if (count0 >= 2 && skip === null) {
+      // Read in place: a block the whole fleet holds costs nothing per holder.
+      first = words;
+      at = base0;
       c = count0;
+      out.viewFirst(words, base0, count0);
     } else {
-      for (let k = 0; k < count0; k++) {
-        const x = words[base0 + k]!;
-        if (skip[x >>> 4] === 0) first[c++] = x;
+      first = out.reserveFirst(count0);
+      if (count0 === 1) {
+        if (skip === null || skip[base0 >>> 4] === 0) first[c++] = base0;
+      } else {
+        for (let k = 0; k < count0; k++) {
+          const x = words[base0 + k]!;
+          if (skip![x >>> 4] === 0) first[c++] = x;
+        }
       }
+      out.count = c;
     }
-    out.count = c;
     if (c === 0 || n < 2) return;
     // Second block: its holders that hold the first one start the deep list.
     const node1 = this.find(keys[2]! | 0, keys[3]! | 0);
@@ -223,11 +230,11 @@ export class NodeStore {
       let hi = c;
       while (lo < hi) {
         const mid = (lo + hi) >>> 1;
-        if (first[mid]! >>> 4 < w) lo = mid + 1;
+        if (first[at + mid]! >>> 4 < w) lo = mid + 1;
         else hi = mid;
       }
       if (lo >= c) break;
-      const y = first[lo]!;
+      const y = first[at + lo]!;
       if (y >>> 4 !== w) continue;
       // Tier bits: 1 = GPU, 2 = host, 4 = disk; gpu ≤ host ≤ disk always holds.
       let h = (y & 3) !== 0 ? 1 : 0;

@@ -354,8 +354,9 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     const disk = workers.diskRun;
     const touched = workers.touched;
     const first = buf.first;
+    const at = buf.firstAt;
     for (let k = 0; k < count; k++) {
-      const x = first[k]!;
+      const x = first[at + k]!;
       const w = x >>> 4;
       touched[k] = w;
       disk[w] = 1;

@@ -16,6 +16,10 @@
  *
  * The owners keep their `find` loops themselves (they compare their own record fields);
  * this class does the placing, removing and growing they had in common.
+ *
+ * `spread` (0, or 2^k − 1): the home of hash h is `(h >>> shift) + (h & spread)` (mod
+ * the size), so an owner can give keys that share their top bits neighbouring homes
+ * rather than one (engine-hash-table.ts: one engine hash of eight neighbouring workers).
  */
 
 const MAX_LOAD = 0.75;
@@ -26,28 +30,41 @@ export const TOMB = -1;
 
 export class SlotTable {
   slots: Int32Array;
-  /** Home slot of hash h: `h >>> shift`. */
+  /** Home slot of hash h: `((h >>> shift) & ~spread) | (h & spread)`. */
   shift: number;
   mask: number;
   /** The previous, smaller table while it is migrated into `slots`; else null. */
   old: Int32Array | null = null;
   oldShift = 0;
   oldMask = 0;
+  readonly spread: number;
   #cursor = 0;
 
   /** Room for about `capacity` records before the first growth. */
-  constructor(capacity: number) {
+  constructor(capacity: number, spread = 0) {
+    this.spread = spread;
     const bits = 32 - Math.clz32(capacity * 2 - 1);
     this.slots = new Int32Array(2 << bits);
     this.shift = 32 - bits;
     this.mask = (1 << bits) - 1;
   }
 
-  /** Places record `id` (not present) under hash `h`; grows first if `live` needs it. */
-  insert(id: number, h: number, live: number): void {
+  /**
+   * Places record `id` (not present) under hash `h`; grows first if `live` needs it.
+   * `at` (else −1): the empty slot of `slots` where a probe for the record's key just
+   * stopped, with no change to the table since; the record goes there unless it grows.
+   */
+  insert(id: number, h: number, live: number, at = -1): void {
+    if (this.old === null && live > (this.mask + 1) * MAX_LOAD) {
+      this.#grow();
+      at = -1;
+    }
+    if (at >= 0) {
+      this.slots[2 * at] = id + 1;
+      this.slots[2 * at + 1] = h | 0;
+    } else place(this.slots, this.mask, this.shift, this.spread, id + 1, h | 0);
+    // Migrating after placing is the same: the slot was the key's first empty one.
     if (this.old !== null) this.#migrate(MIGRATE_STEP);
-    else if (live > (this.mask + 1) * MAX_LOAD) this.#grow();
-    place(this.slots, this.mask, this.shift, id + 1, h | 0);
   }
 
   /** Removes record `id`, placed under hash `h`. */
@@ -57,7 +74,11 @@ export class SlotTable {
     if (old !== null) {
       // Not yet migrated? Then it is in the old table: leave a tombstone there.
       const mask = this.oldMask;
-      for (let i = h >>> this.oldShift; ; i = (i + 1) & mask) {
+      for (
+        let i = ((h >>> this.oldShift) & ~this.spread) | (h & this.spread);
+        ;
+        i = (i + 1) & mask
+      ) {
         const v = old[2 * i]!;
         if (v === 0) break;
         if (v === id + 1) {
@@ -69,13 +90,18 @@ export class SlotTable {
     const slots = this.slots;
     const mask = this.mask;
     const shift = this.shift;
-    let i = h >>> shift;
-    while (slots[2 * i] !== id + 1) i = (i + 1) & mask;
+    const spread = this.spread;
+    let i = ((h >>> shift) & ~spread) | (h & spread);
+    for (let n = 0; slots[2 * i] !== id + 1; i = (i + 1) & mask) {
+      // Only a broken table gets here: fail rather than loop for ever.
+      if (++n > mask) throw new Error(`slot table: record ${id} is not where its hash says`);
+    }
     // Backward-shift deletion keeps probe chains intact without tombstones.
     for (let j = (i + 1) & mask; ; j = (j + 1) & mask) {
       const next = slots[2 * j]!;
       if (next === 0) break;
-      const home = slots[2 * j + 1]! >>> shift;
+      const hj = slots[2 * j + 1]!;
+      const home = ((hj >>> shift) & ~spread) | (hj & spread);
       if (((j - home) & mask) >= ((j - i) & mask)) {
         slots[2 * i] = next;
         slots[2 * i + 1] = slots[2 * j + 1]!;
@@ -107,7 +133,7 @@ export class SlotTable {
     for (let s = this.#cursor; s < end; s++) {
       const v = old[2 * s]!;
       if (v === 0) continue; // empty slots stay empty: they end probe chains
-      if (v !== TOMB) place(this.slots, this.mask, this.shift, v, old[2 * s + 1]!);
+      if (v !== TOMB) place(this.slots, this.mask, this.shift, this.spread, v, old[2 * s + 1]!);
       old[2 * s] = TOMB; // migrated: lookups must not find it here any more
     }
     this.#cursor = end;
@@ -115,8 +141,15 @@ export class SlotTable {
   }
 }
 
-function place(slots: Int32Array, mask: number, shift: number, v: number, h: number): void {
-  let i = h >>> shift;
+function place(
+  slots: Int32Array,
+  mask: number,
+  shift: number,
+  spread: number,
+  v: number,
+  h: number,
+): void {
+  let i = ((h >>> shift) & ~spread) | (h & spread);
   while (slots[2 * i] !== 0) i = (i + 1) & mask;
   slots[2 * i] = v;
   slots[2 * i + 1] = h;
