@@ -261,7 +261,7 @@ export class EngineHashTable {
 
 /**
  * 32-bit hash of (worker, kind, hash), well mixed: engine hashes may be small ints. As
- * int32 (the slot tables' form); the home slot is `(h >>> shift) + (h & SPREAD)`.
+ * int32 (the slot tables' form); the home slot is `((h >>> shift) & ~SPREAD) | (h & SPREAD)`.
  *
  * The top 24 bits hash (engine hash, worker slot >> 3) only, and the low 3 bits are the
  * worker slot's last 3: the entries of eight neighbouring worker slots under one engine

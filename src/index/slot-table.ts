@@ -17,9 +17,9 @@
  * The owners keep their `find` loops themselves (they compare their own record fields);
  * this class does the placing, removing and growing they had in common.
  *
- * `spread` (0, or 2^k − 1): the home of hash h is `(h >>> shift) + (h & spread)` (mod
- * the size), so an owner can give keys that share their top bits neighbouring homes
- * rather than one (engine-hash-table.ts: one engine hash of eight neighbouring workers).
+ * `spread` (0, or 2^k − 1): the home of hash h is `((h >>> shift) & ~spread) | (h & spread)`
+ * (an aligned run of spread + 1 slots picked by the top bits, the low bits pick within it), so
+ * an owner can give keys that share their top bits neighbouring homes rather than one (engine-hash-table.ts: one engine hash of eight neighbouring workers).
  */
 
 const MAX_LOAD = 0.75;
