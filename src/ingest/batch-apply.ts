@@ -6,7 +6,7 @@
 
 import type { PrefixIndex } from "../index/types.js";
 import { tapeEventType } from "../protocol/event-tape.js";
-import type { EventBatch } from "../protocol/events.js";
+import type { EventBatch, KvEvent } from "../protocol/events.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import type { LogSink } from "../util/log-sink.js";
 import type { BatchDecodeResult, StreamDecoder } from "./batch-decoder.js";
@@ -71,9 +71,25 @@ export function applyBatch(
     }
   } catch (err) {
     c.applyErrors++;
-    t.problem({ seq: String(seq), err: String(err) }, "kv events batch failed to apply");
+    // The index stopped part-way through this worker's update (a broken invariant, never
+    // expected): what it holds for the worker can no longer be trusted, so it is dropped —
+    // the worker's blocks come back with its next stored events, none is claimed falsely.
+    let cleared = true;
+    try {
+      index.applyEvent(worker, CLEARED);
+    } catch {
+      cleared = false;
+    }
+    t.problem(
+      { seq: String(seq), err: String(err), cleared },
+      cleared
+        ? "kv events batch failed to apply; the worker's cached blocks were cleared"
+        : "kv events batch failed to apply, and clearing the worker failed too",
+    );
   }
 }
+
+const CLEARED: KvEvent = { type: "cleared" };
 
 /** Log at most this many problems per stream, then one in `LOG_EVERY`. */
 const LOG_FIRST = 10;

@@ -1,0 +1,75 @@
+import { describe, expect, it } from "vitest";
+import { computeBlockKeys } from "../index/block-key.js";
+import { RadixTreeIndex } from "../index/radix-tree.js";
+import type { PrefixIndex } from "../index/types.js";
+import { encodeEventBatch } from "../protocol/event-encoder.js";
+import type { KvEvent } from "../protocol/events.js";
+import type { WorkerKey } from "../protocol/worker.js";
+import { applyBatch } from "./batch-apply.js";
+import { createStreamDecoder } from "./batch-decoder.js";
+import { StreamCounters } from "./stream-state.js";
+
+const BS = 4;
+const W = "w0" as WorkerKey;
+const stored = (hashes: bigint[], parent: bigint | null, tokens: number[]) =>
+  encodeEventBatch({
+    ts: 1,
+    dpRank: null,
+    events: [
+      {
+        type: "BlockStored",
+        blockHashes: hashes,
+        parentHash: parent,
+        tokenIds: tokens,
+        blockSize: BS,
+        loraId: null,
+        medium: "GPU",
+        loraName: null,
+      },
+    ],
+  });
+
+describe("applyBatch", () => {
+  it("clears the worker when the index fails part-way through a batch, so nothing stale is served", () => {
+    const real = new RadixTreeIndex({ blockSize: BS, initialCapacity: 4 });
+    let failNext = false;
+    // The real index, except that one stored event throws after it was half applied.
+    const index = new Proxy(real, {
+      get(target, prop) {
+        if (prop === "applyEvent") {
+          return (worker: WorkerKey, event: KvEvent) => {
+            const r = target.applyEvent(worker, event);
+            if (failNext && event.type === "stored") {
+              failNext = false;
+              throw new Error("invariant broken mid-batch");
+            }
+            return r;
+          };
+        }
+        const v = Reflect.get(target, prop, target);
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    }) as PrefixIndex;
+    const problems: string[] = [];
+    const t = {
+      worker: W,
+      dpRank: 0,
+      index,
+      decoder: createStreamDecoder("vllm"),
+      counters: new StreamCounters(),
+      problem: (_d: Record<string, unknown>, msg: string) => problems.push(msg),
+    };
+    const first = [1, 2, 3, 4, 5, 6, 7, 8];
+    applyBatch(t, 0n, stored([11n, 12n], null, first), null);
+    const keys = computeBlockKeys(first, BS, null);
+    expect(real.findMatches(keys).workers.find((m) => m.worker === W)?.gpu).toBe(2);
+
+    failNext = true;
+    applyBatch(t, 1n, stored([13n], 12n, [9, 10, 11, 12]), null);
+    expect(t.counters.applyErrors).toBe(1);
+    expect(problems.at(-1)).toMatch(/cleared/);
+    // Neither the blocks from before nor the half-applied one are claimed any more.
+    const all = computeBlockKeys([...first, 9, 10, 11, 12], BS, null);
+    expect(real.findMatches(all).workers.find((m) => m.worker === W)?.gpu ?? 0).toBe(0);
+  });
+});
