@@ -187,6 +187,38 @@ describe("the tokenizer thread's queue budget", () => {
       await pool.close();
     }
   }, 60_000);
+  it("learns the thread's rate from what it reads: a tiny tools-heavy chat does not skew it", async () => {
+    const pool = new EncodePool(
+      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+      1,
+      timed,
+    );
+    /** How many of 16 ordinary jobs queued together the thread takes. */
+    const accepted = async () => {
+      const qs = Array.from({ length: 16 }, () => pool.tryRun(job("chat"), 0, CHARS, SMALL));
+      await pool.tryRun(job("release"), 0, SMALL, SMALL);
+      await Promise.all(qs);
+      return qs.filter((q) => q !== null).length;
+    };
+    try {
+      pool.warm();
+      const deadline = Date.now() + 30_000;
+      while (pool.state().ready === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:0.3"), 0, CHARS, SMALL);
+      expect(await accepted()).toBe(16);
+      // A chat of 8 characters of text that took the thread 5 ms (40 tools' JSON, the
+      // template, the body's parse): sized by its text alone it read as ~10^4 times the
+      // rate, and the thread then took 1 of 16 ordinary jobs for a dozen rounds.
+      await pool.tryRun(job("teach:5"), 0, 8, SMALL);
+      expect(await accepted()).toBe(16);
+      // Sized by its body's bytes (what the thread parses), it moves the rate a little.
+      await pool.tryRun(job("teach:5"), 0, 8, SMALL, 20_000);
+      expect(await accepted()).toBe(16);
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
 });
 
 describe("a tokenizer thread that dies", () => {

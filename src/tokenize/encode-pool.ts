@@ -33,13 +33,18 @@ interface Slot {
   largeChars: number;
   /** Estimated thread time of the other jobs not yet answered (ms). */
   queuedMs: number;
-  /** Thread time per character of the jobs under the threshold, a moving average (ms). */
+  /**
+   * Thread time per character of work (`tryRun`'s `work`: what the thread reads) of the
+   * jobs under the threshold, a moving average (ms).
+   */
   msPerChar: number;
 }
 
 interface Pending {
   readonly slot: Slot;
   readonly chars: number;
+  /** What the thread processes, in characters (or bytes of a body): sizes its estimate. */
+  readonly work: number;
   /** A large job: counted in `largeChars`; else its estimate is in `queuedMs`. */
   readonly large: boolean;
   readonly estMs: number;
@@ -78,6 +83,16 @@ const LOOP_WINDOW_MS = 100;
 const COLD_MS_PER_CHAR = 0.0006;
 /** Weight of each answered job in `msPerChar`. */
 const RATE_WEIGHT = 0.2;
+/**
+ * The rate is learned only from jobs of at least this much work: below it the thread's
+ * fixed cost per job (the message, the template, parsing) dominates, and a tiny chat that
+ * took 5 ms would read as a rate 10^4 times the real one.
+ */
+const RATE_MIN_WORK = 1024;
+/** Each job moves the rate by at most this factor's worth (its sample is clamped to it). */
+const RATE_CLAMP = 4;
+/** A job's estimate counts at least this much work (the fixed cost of any job). */
+const JOB_MIN_WORK = 256;
 
 /** Restart delays after a thread dies: doubling from 1 s to 60 s, reset by a ready thread. */
 const RESTART_MIN_MS = 1000;
@@ -172,11 +187,12 @@ export class EncodePool {
     for (const s of this.#slots) if (s.ready && (best === null || s.busy < best.busy)) best = s;
     if (best === null) return null;
     const chars = texts.reduce((n, t) => n + t.length, 0);
-    return this.#send(best, chars, true, (id) => ({ id, texts })).then((r) => r.ids);
+    return this.#send(best, chars, chars, true, (id) => ({ id, texts })).then((r) => r.ids);
   }
 
   /**
-   * A whole request (about `chars` characters of text) tokenized on the worker `affinity`
+   * A whole request (about `chars` characters of text, `work` characters or bytes read by
+   * the thread: a body's bytes, tools and documents included) tokenized on the worker `affinity`
    * names (the next ready one while it loads, or while the request is under
    * `waitAnywayChars` and the worker has more than `QUEUE_BUDGET_CHARS` of large jobs, or
    * more than `QUEUE_BUDGET_MS` of estimated work and the event loop has time to spare),
@@ -188,6 +204,7 @@ export class EncodePool {
     affinity: number,
     chars = 0,
     waitAnywayChars = Number.POSITIVE_INFINITY,
+    work = chars,
   ): Promise<RunResult> | null {
     if (this.#closed) return Promise.reject(new TokenizeError("closed", "tokenizer is closed"));
     this.warm();
@@ -211,10 +228,13 @@ export class EncodePool {
     const job = typeof request === "function" ? request() : request;
     // A chat's body crosses as its bytes, transferred (the caller's copy is not used again).
     const transfer = job.kind === "chatBody" ? [job.body.buffer as ArrayBuffer] : [];
-    return this.#send(slot, chars, !waits, (id) => ({ id, request: job }), transfer).then((r) => ({
-      ids: r.ids[0]!,
-      cached: r.cached,
-    }));
+    const size = Math.max(work, chars);
+    return this.#send(slot, chars, size, !waits, (id) => ({ id, request: job }), transfer).then(
+      (r) => ({
+        ids: r.ids[0]!,
+        cached: r.cached,
+      }),
+    );
   }
 
   /** Whether the caller's event loop is busier than `LOOP_BUSY` over its last window. */
@@ -232,6 +252,7 @@ export class EncodePool {
   #send(
     slot: Slot,
     chars: number,
+    work: number,
     large: boolean,
     job: (id: number) => EncodeJob,
     transfer: ArrayBuffer[] = [],
@@ -247,10 +268,10 @@ export class EncodePool {
       }
       this.#jobs++;
       if (slot.busy++ === 0) slot.worker.ref();
-      const estMs = large ? 0 : chars * slot.msPerChar;
+      const estMs = large ? 0 : Math.max(work, JOB_MIN_WORK) * slot.msPerChar;
       if (large) slot.largeChars += chars;
       else slot.queuedMs += estMs;
-      this.#pending.set(id, { slot, chars, large, estMs, resolve, reject });
+      this.#pending.set(id, { slot, chars, work, large, estMs, resolve, reject });
     });
   }
 
@@ -260,8 +281,10 @@ export class EncodePool {
     if (p.large) s.largeChars -= p.chars;
     else {
       s.queuedMs = s.busy === 0 ? 0 : Math.max(0, s.queuedMs - p.estMs);
-      if (ms !== undefined && p.chars > 0) {
-        s.msPerChar += RATE_WEIGHT * (ms / p.chars - s.msPerChar);
+      if (ms !== undefined && p.work >= RATE_MIN_WORK) {
+        const r = s.msPerChar;
+        const sample = Math.min(RATE_CLAMP * r, Math.max(r / RATE_CLAMP, ms / p.work));
+        s.msPerChar += RATE_WEIGHT * (sample - r);
       }
     }
   }
