@@ -33,6 +33,8 @@ interface Slot {
   largeChars: number;
   /** Estimated thread time of the other jobs not yet answered (ms). */
   queuedMs: number;
+  /** Work (`tryRun`'s `work`) of the other jobs not yet answered. */
+  queuedWork: number;
   /**
    * Thread time per character of work (`tryRun`'s `work`: what the thread reads) of the
    * jobs under the threshold, a moving average (ms).
@@ -72,6 +74,17 @@ export const QUEUE_BUDGET_CHARS = 256 * 1024;
 export const QUEUE_BUDGET_MS = 40;
 
 /**
+ * And never behind more than this much work of ordinary jobs (characters, or a body's
+ * bytes), however busy the caller's event loop: the estimate in ms comes from the rate the
+ * thread's recent jobs had, and a burst of cold chats after warm ones (60× the rate) or a
+ * busy event loop (which skips the ms budget) would otherwise queue without bound — 1000
+ * of 1000 ordinary chats onto one thread, or ~2.4 s of cold work. 512k is 17 chats of
+ * 30k characters (a closed loop of 16 clients' 8k-token chats fits), about 0.3 s for the
+ * thread at the cold rate and ~5-10 ms at the cached one.
+ */
+export const QUEUE_CAP_WORK = 512 * 1024;
+
+/**
  * The event loop's utilization (`performance.eventLoopUtilization`, over the last 100 ms
  * or more) from which it is too busy to tokenize an ordinary request the thread is late
  * with: the request waits for the thread instead.
@@ -104,6 +117,14 @@ export interface RunResult {
   readonly cached: number;
 }
 
+export interface EncodePoolOptions {
+  /**
+   * The caller's event-loop utilization now (0..1); default: measured over the last
+   * 100 ms or more. Tests inject it (a real busy loop depends on the machine's load).
+   */
+  readonly loopUtilization?: () => number;
+}
+
 export class EncodePool {
   readonly #data: EncodeWorkerData;
   readonly #size: number;
@@ -121,12 +142,19 @@ export class EncodePool {
   #loopSample: EventLoopUtilization = performance.eventLoopUtilization();
   #loopAt = performance.now();
   #loopUtilization = 0;
+  readonly #injectedUtilization: (() => number) | undefined;
 
   /** `workerUrl`: the thread's module (default `encode-worker`; tests give a failing one). */
-  constructor(data: EncodeWorkerData, size: number, workerUrl: URL = WORKER_URL) {
+  constructor(
+    data: EncodeWorkerData,
+    size: number,
+    workerUrl: URL = WORKER_URL,
+    options: EncodePoolOptions = {},
+  ) {
     this.#data = data;
     this.#size = size;
     this.#workerUrl = workerUrl;
+    this.#injectedUtilization = options.loopUtilization;
   }
 
   /** Starts the workers if they are not yet started (they load in the background). */
@@ -140,6 +168,7 @@ export class EncodePool {
         busy: 0,
         largeChars: 0,
         queuedMs: 0,
+        queuedWork: 0,
         msPerChar: COLD_MS_PER_CHAR,
       };
       worker.on("message", (m: EncodeReply | { ready: true }) => {
@@ -194,8 +223,9 @@ export class EncodePool {
    * A whole request (about `chars` characters of text, `work` characters or bytes read by
    * the thread: a body's bytes, tools and documents included) tokenized on the worker `affinity`
    * names (the next ready one while it loads, or while the request is under
-   * `waitAnywayChars` and the worker has more than `QUEUE_BUDGET_CHARS` of large jobs, or
-   * more than `QUEUE_BUDGET_MS` of estimated work and the event loop has time to spare),
+   * `waitAnywayChars` and the worker has more than `QUEUE_BUDGET_CHARS` of large jobs, more
+   * than `QUEUE_CAP_WORK` of ordinary work, or more than `QUEUE_BUDGET_MS` of estimated
+   * work and the event loop has time to spare),
    * or null when none qualifies: the caller tokenizes it itself.
    */
   tryRun(
@@ -219,6 +249,7 @@ export class EncodePool {
         s.ready &&
         (!waits ||
           (s.largeChars <= QUEUE_BUDGET_CHARS &&
+            s.queuedWork <= QUEUE_CAP_WORK &&
             (s.queuedMs <= QUEUE_BUDGET_MS || this.#loopBusy())))
       ) {
         slot = s;
@@ -239,6 +270,7 @@ export class EncodePool {
 
   /** Whether the caller's event loop is busier than `LOOP_BUSY` over its last window. */
   #loopBusy(): boolean {
+    if (this.#injectedUtilization !== undefined) return this.#injectedUtilization() > LOOP_BUSY;
     const now = performance.now();
     if (now - this.#loopAt >= LOOP_WINDOW_MS) {
       const elu = performance.eventLoopUtilization();
@@ -270,7 +302,10 @@ export class EncodePool {
       if (slot.busy++ === 0) slot.worker.ref();
       const estMs = large ? 0 : Math.max(work, JOB_MIN_WORK) * slot.msPerChar;
       if (large) slot.largeChars += chars;
-      else slot.queuedMs += estMs;
+      else {
+        slot.queuedMs += estMs;
+        slot.queuedWork += work;
+      }
       this.#pending.set(id, { slot, chars, work, large, estMs, resolve, reject });
     });
   }
@@ -281,6 +316,7 @@ export class EncodePool {
     if (p.large) s.largeChars -= p.chars;
     else {
       s.queuedMs = s.busy === 0 ? 0 : Math.max(0, s.queuedMs - p.estMs);
+      s.queuedWork = s.busy === 0 ? 0 : Math.max(0, s.queuedWork - p.work);
       if (ms !== undefined && p.work >= RATE_MIN_WORK) {
         const r = s.msPerChar;
         const sample = Math.min(RATE_CLAMP * r, Math.max(r / RATE_CLAMP, ms / p.work));
