@@ -7,6 +7,9 @@
  * the worker its affinity key names (each worker has its own segment cache, so a
  * conversation's turns should meet the same one). `close()` terminates the workers and
  * fails the jobs still waiting.
+ *
+ * Long file: the queue rules (large jobs, the ms budget, the work cap, the learned rate)
+ * are only sound together with the sends and answers that keep their counters.
  */
 
 import { type EventLoopUtilization, performance } from "node:perf_hooks";
