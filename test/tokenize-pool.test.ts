@@ -6,7 +6,7 @@
  */
 
 import { describe, expect, it } from "vitest";
-import { EncodePool } from "../src/tokenize/encode-pool.js";
+import { EncodePool, QUEUE_CAP_WORK } from "../src/tokenize/encode-pool.js";
 import { bundledQwen3Dir, loadModelTokenizer } from "../src/tokenize/index.js";
 import { CORPUS, GOLDEN } from "./tokenize-corpus.js";
 
@@ -142,10 +142,13 @@ describe("the tokenizer thread's queue budget", () => {
   const SMALL = 64 * 1024;
 
   it("queues ordinary requests by the thread's time, not by their characters", async () => {
+    // The event loop's utilization, as the test sets it (not this machine's load).
+    let utilization = 0;
     const pool = new EncodePool(
       { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
       1,
       timed,
+      { loopUtilization: () => utilization },
     );
     try {
       pool.warm();
@@ -154,9 +157,9 @@ describe("the tokenizer thread's queue budget", () => {
         await new Promise((r) => setTimeout(r, 20));
       // The thread takes 0.3 ms per such job (a chat whose history it has cached).
       for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:0.3"), 0, CHARS, SMALL);
-      // 20 of them wait together (600k characters, ~6 ms of the thread's time): all go
-      // to the thread; a budget in characters sent the ninth on to the event loop.
-      const queued = Array.from({ length: 20 }, () => pool.tryRun(job("chat"), 0, CHARS, SMALL));
+      // 16 of them wait together (480k characters, ~5 ms of the thread's time): all go
+      // to the thread; the 256k-character budget of before sent the ninth on to the event loop.
+      const queued = Array.from({ length: 16 }, () => pool.tryRun(job("chat"), 0, CHARS, SMALL));
       expect(queued.filter((q) => q === null)).toHaveLength(0);
       await pool.tryRun(job("release"), 0, SMALL, SMALL);
       await Promise.all(queued);
@@ -167,10 +170,9 @@ describe("the tokenizer thread's queue budget", () => {
       const held = [pool.tryRun(job("a"), 0, CHARS, SMALL), pool.tryRun(job("b"), 0, CHARS, SMALL)];
       expect(held.filter((q) => q === null)).toHaveLength(0);
       expect(pool.tryRun(job("c"), 0, CHARS, SMALL)).toBeNull();
-      // Unless the event loop is itself busy (here: 250 ms without a break): then it
-      // takes no tokenization on, and the request waits for the thread.
-      const spin = performance.now() + 250;
-      while (performance.now() < spin) {}
+      // Unless the event loop is itself busy (active over half its time): then it takes no
+      // tokenization on, and the request waits for the thread.
+      utilization = 0.9;
       const busy = pool.tryRun(job("e"), 0, CHARS, SMALL);
       expect(busy).not.toBeNull();
       held.push(busy);
@@ -178,11 +180,80 @@ describe("the tokenizer thread's queue budget", () => {
       expect(large).not.toBeNull();
       await pool.tryRun(job("release"), 0, SMALL, SMALL);
       await Promise.all([...held, large]);
+      utilization = 0;
       // Nothing queued: the next one goes to the thread again.
       const next = pool.tryRun(job("d"), 0, CHARS, SMALL);
       expect(next).not.toBeNull();
       await pool.tryRun(job("release"), 0, SMALL, SMALL);
       await next;
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
+  it("caps the thread's queued work however busy the event loop, and however warm the rate", async () => {
+    let utilization = 0;
+    const pool = new EncodePool(
+      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+      1,
+      timed,
+      { loopUtilization: () => utilization },
+    );
+    /** How many of `n` ordinary jobs queued together the thread takes. */
+    const accepted = async (n: number) => {
+      const qs = Array.from({ length: n }, () => pool.tryRun(job("chat"), 0, CHARS, SMALL));
+      await pool.tryRun(job("release"), 0, SMALL, SMALL);
+      await Promise.all(qs);
+      return qs.filter((q) => q !== null).length;
+    };
+    const cap = Math.floor(QUEUE_CAP_WORK / CHARS) + 1; // 18 jobs of 30k
+    try {
+      pool.warm();
+      const deadline = Date.now() + 30_000;
+      while (pool.state().ready === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      // A rate learned from cached chats (0.3 ms each) puts ~130 of them under the 40 ms
+      // budget; cold ones take 60 times that: a burst of them is held to the cap.
+      for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:0.3"), 0, CHARS, SMALL);
+      expect(await accepted(100)).toBe(cap);
+      // A busy event loop skips the ms budget (slow jobs: 30 ms each), not the cap: it
+      // took all 1000 before.
+      for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:30"), 0, CHARS, SMALL);
+      expect(await accepted(3)).toBe(2);
+      utilization = 0.9;
+      expect(await accepted(1000)).toBe(cap);
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
+
+  it("learns the thread's rate from what it reads: a tiny tools-heavy chat does not skew it", async () => {
+    const pool = new EncodePool(
+      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+      1,
+      timed,
+    );
+    /** How many of 16 ordinary jobs queued together the thread takes. */
+    const accepted = async () => {
+      const qs = Array.from({ length: 16 }, () => pool.tryRun(job("chat"), 0, CHARS, SMALL));
+      await pool.tryRun(job("release"), 0, SMALL, SMALL);
+      await Promise.all(qs);
+      return qs.filter((q) => q !== null).length;
+    };
+    try {
+      pool.warm();
+      const deadline = Date.now() + 30_000;
+      while (pool.state().ready === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:0.3"), 0, CHARS, SMALL);
+      expect(await accepted()).toBe(16);
+      // A chat of 8 characters of text that took the thread 5 ms (40 tools' JSON, the
+      // template, the body's parse): sized by its text alone it read as ~10^4 times the
+      // rate, and the thread then took 1 of 16 ordinary jobs for a dozen rounds.
+      await pool.tryRun(job("teach:5"), 0, 8, SMALL);
+      expect(await accepted()).toBe(16);
+      // Sized by its body's bytes (what the thread parses), it moves the rate a little.
+      await pool.tryRun(job("teach:5"), 0, 8, SMALL, 20_000);
+      expect(await accepted()).toBe(16);
     } finally {
       await pool.close();
     }

@@ -119,3 +119,36 @@ describe("PredictedBlocks.clearWorker", () => {
     expect(p.match(keysOf(3), 1).size).toBe(0);
   });
 });
+
+describe("PredictedBlocks memory", () => {
+  it("stays within a constant factor of the cap under a confirm-everything load, and shrinks once all expire", () => {
+    const cap = 1000;
+    const ttl = 2000;
+    const p = new PredictedBlocks({ ttlMs: ttl, maxBlocksPerWorker: cap, degradedTtlMs: 1 });
+    // One prompt whose blocks the engine never reports (an aborted request) stays live at
+    // the queue's front for the whole TTL.
+    p.record(A, keysOf(10, 1), 0);
+    let maxQueue = 0;
+    let maxEntries = 0;
+    // Each ms a new 50-block prompt is routed to A and the engine then reports it all:
+    // 100k records within one TTL, almost none of them live.
+    for (let t = 1; t < ttl; t++) {
+      const keys = keysOf(50, t + 1);
+      p.record(A, keys, t);
+      p.confirm(A, keys, 50);
+      const f = p.footprint(A);
+      maxQueue = Math.max(maxQueue, f.queue);
+      maxEntries = Math.max(maxEntries, f.entries);
+    }
+    expect(p.size(A)).toBe(10);
+    expect(maxQueue).toBeLessThanOrEqual(16 * cap);
+    expect(maxEntries).toBeLessThanOrEqual(16 * cap);
+    // A burst of live entries grows the queue; once they all expire it is small again.
+    for (let i = 0; i < 40; i++) p.record(A, keysOf(50, 10_000 + i), ttl);
+    expect(p.size(A)).toBe(cap);
+    expect(p.footprint(A).queue).toBeLessThanOrEqual(16 * cap);
+    p.expire(3 * ttl);
+    expect(p.size(A)).toBe(0);
+    expect(p.footprint(A)).toEqual({ queue: 1024, entries: 0 });
+  });
+});

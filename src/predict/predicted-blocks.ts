@@ -115,7 +115,13 @@ export class PredictedBlocks {
     const n = keys.length >>> 1;
     const expiresAtMs = nowMs + ttl;
     const m = s.entries;
-    if (s.tail + n > s.queue.length) this.#makeRoom(s, n);
+    // Compact when the queue is full, or when its dead and stale places outnumber the live
+    // entries (a confirm-everything load leaves live near 0 while places pile up behind
+    // one unconfirmed entry): the queue and the table stay within a constant factor of the
+    // live entries (≤ the cap) plus one prompt, not of the records made within a TTL.
+    if (s.tail + n > s.queue.length || s.tail - s.head > 4 * s.live + QUEUE_MIN) {
+      this.#makeRoom(s, n);
+    }
     const q = s.queue;
     for (let i = 0; i < n; i++) {
       const hi = keys[2 * i]!;
@@ -249,6 +255,15 @@ export class PredictedBlocks {
     for (const s of this.#workers.values()) this.#sweep(s, nowMs);
   }
 
+  /**
+   * Slots of `worker`'s recency queue and entries of its table, dead ones included: the
+   * memory it holds (tests bound it by the cap).
+   */
+  footprint(worker: WorkerKey): { queue: number; entries: number } {
+    const s = this.#workers.get(worker);
+    return { queue: s?.queue.length ?? 0, entries: s?.entries.size ?? 0 };
+  }
+
   /** Predicted blocks `worker` holds now (unswept expired ones included). */
   size(worker: WorkerKey): number {
     return this.#workers.get(worker)?.live ?? 0;
@@ -301,6 +316,12 @@ export class PredictedBlocks {
       if (this.#pop(s) === null) continue;
       if (!e.dead) this.#expired++;
     }
+    // Empty: a queue grown under a burst goes back to its smallest size.
+    if (s.head === s.tail && s.queue.length > QUEUE_MIN) {
+      s.queue = new Array<Entry | undefined>(QUEUE_MIN);
+      s.head = 0;
+      s.tail = 0;
+    }
   }
 
   /**
@@ -319,15 +340,20 @@ export class PredictedBlocks {
 
   /**
    * Room for `n` more places: the current places move to the front (stale ones dropped,
-   * dead entries with them), and the queue doubles until they fill at most a quarter of
-   * it: a compaction then comes after at least three times as many pushes as it moves.
+   * dead entries with them). The size comes from what survives — the live entries, each
+   * at exactly one current place — not from the queue before: the smallest power-of-two
+   * multiple of `QUEUE_MIN` they fill at most a quarter of (a compaction then comes after
+   * at least three times as many pushes as it moves). The queue is reused while that fits
+   * and the survivors fill at least an eighth of it; past that it is made anew, smaller.
    */
   #makeRoom(s: WorkerState, n: number): void {
     const m = s.entries;
     const old = s.queue;
-    let size = old.length;
-    while (size < 4 * (m.size + n)) size *= 2;
-    const q = size === old.length ? old : new Array<Entry | undefined>(size);
+    const keep = s.live + n;
+    let size = QUEUE_MIN;
+    while (size < 4 * keep) size *= 2;
+    const reuse = old.length >= size && (old.length === QUEUE_MIN || 8 * keep >= old.length);
+    const q = reuse ? old : new Array<Entry | undefined>(size);
     let t = 0;
     for (let j = s.head; j < s.tail; j++) {
       const e = old[j]!;

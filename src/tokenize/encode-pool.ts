@@ -7,6 +7,9 @@
  * the worker its affinity key names (each worker has its own segment cache, so a
  * conversation's turns should meet the same one). `close()` terminates the workers and
  * fails the jobs still waiting.
+ *
+ * Long file: the queue rules (large jobs, the ms budget, the work cap, the learned rate)
+ * are only sound together with the sends and answers that keep their counters.
  */
 
 import { type EventLoopUtilization, performance } from "node:perf_hooks";
@@ -33,13 +36,20 @@ interface Slot {
   largeChars: number;
   /** Estimated thread time of the other jobs not yet answered (ms). */
   queuedMs: number;
-  /** Thread time per character of the jobs under the threshold, a moving average (ms). */
+  /** Work (`tryRun`'s `work`) of the other jobs not yet answered. */
+  queuedWork: number;
+  /**
+   * Thread time per character of work (`tryRun`'s `work`: what the thread reads) of the
+   * jobs under the threshold, a moving average (ms).
+   */
   msPerChar: number;
 }
 
 interface Pending {
   readonly slot: Slot;
   readonly chars: number;
+  /** What the thread processes, in characters (or bytes of a body): sizes its estimate. */
+  readonly work: number;
   /** A large job: counted in `largeChars`; else its estimate is in `queuedMs`. */
   readonly large: boolean;
   readonly estMs: number;
@@ -67,6 +77,17 @@ export const QUEUE_BUDGET_CHARS = 256 * 1024;
 export const QUEUE_BUDGET_MS = 40;
 
 /**
+ * And never behind more than this much work of ordinary jobs (characters, or a body's
+ * bytes), however busy the caller's event loop: the estimate in ms comes from the rate the
+ * thread's recent jobs had, and a burst of cold chats after warm ones (60× the rate) or a
+ * busy event loop (which skips the ms budget) would otherwise queue without bound — 1000
+ * of 1000 ordinary chats onto one thread, or ~2.4 s of cold work. 512k is 17 chats of
+ * 30k characters (a closed loop of 16 clients' 8k-token chats fits), about 0.3 s for the
+ * thread at the cold rate and ~5-10 ms at the cached one.
+ */
+export const QUEUE_CAP_WORK = 512 * 1024;
+
+/**
  * The event loop's utilization (`performance.eventLoopUtilization`, over the last 100 ms
  * or more) from which it is too busy to tokenize an ordinary request the thread is late
  * with: the request waits for the thread instead.
@@ -78,6 +99,16 @@ const LOOP_WINDOW_MS = 100;
 const COLD_MS_PER_CHAR = 0.0006;
 /** Weight of each answered job in `msPerChar`. */
 const RATE_WEIGHT = 0.2;
+/**
+ * The rate is learned only from jobs of at least this much work: below it the thread's
+ * fixed cost per job (the message, the template, parsing) dominates, and a tiny chat that
+ * took 5 ms would read as a rate 10^4 times the real one.
+ */
+const RATE_MIN_WORK = 1024;
+/** Each job moves the rate by at most this factor's worth (its sample is clamped to it). */
+const RATE_CLAMP = 4;
+/** A job's estimate counts at least this much work (the fixed cost of any job). */
+const JOB_MIN_WORK = 256;
 
 /** Restart delays after a thread dies: doubling from 1 s to 60 s, reset by a ready thread. */
 const RESTART_MIN_MS = 1000;
@@ -87,6 +118,14 @@ const RESTART_MAX_MS = 60_000;
 export interface RunResult {
   readonly ids: Int32Array;
   readonly cached: number;
+}
+
+export interface EncodePoolOptions {
+  /**
+   * The caller's event-loop utilization now (0..1); default: measured over the last
+   * 100 ms or more. Tests inject it (a real busy loop depends on the machine's load).
+   */
+  readonly loopUtilization?: () => number;
 }
 
 export class EncodePool {
@@ -106,12 +145,19 @@ export class EncodePool {
   #loopSample: EventLoopUtilization = performance.eventLoopUtilization();
   #loopAt = performance.now();
   #loopUtilization = 0;
+  readonly #injectedUtilization: (() => number) | undefined;
 
   /** `workerUrl`: the thread's module (default `encode-worker`; tests give a failing one). */
-  constructor(data: EncodeWorkerData, size: number, workerUrl: URL = WORKER_URL) {
+  constructor(
+    data: EncodeWorkerData,
+    size: number,
+    workerUrl: URL = WORKER_URL,
+    options: EncodePoolOptions = {},
+  ) {
     this.#data = data;
     this.#size = size;
     this.#workerUrl = workerUrl;
+    this.#injectedUtilization = options.loopUtilization;
   }
 
   /** Starts the workers if they are not yet started (they load in the background). */
@@ -125,6 +171,7 @@ export class EncodePool {
         busy: 0,
         largeChars: 0,
         queuedMs: 0,
+        queuedWork: 0,
         msPerChar: COLD_MS_PER_CHAR,
       };
       worker.on("message", (m: EncodeReply | { ready: true }) => {
@@ -172,14 +219,16 @@ export class EncodePool {
     for (const s of this.#slots) if (s.ready && (best === null || s.busy < best.busy)) best = s;
     if (best === null) return null;
     const chars = texts.reduce((n, t) => n + t.length, 0);
-    return this.#send(best, chars, true, (id) => ({ id, texts })).then((r) => r.ids);
+    return this.#send(best, chars, chars, true, (id) => ({ id, texts })).then((r) => r.ids);
   }
 
   /**
-   * A whole request (about `chars` characters of text) tokenized on the worker `affinity`
+   * A whole request (about `chars` characters of text, `work` characters or bytes read by
+   * the thread: a body's bytes, tools and documents included) tokenized on the worker `affinity`
    * names (the next ready one while it loads, or while the request is under
-   * `waitAnywayChars` and the worker has more than `QUEUE_BUDGET_CHARS` of large jobs, or
-   * more than `QUEUE_BUDGET_MS` of estimated work and the event loop has time to spare),
+   * `waitAnywayChars` and the worker has more than `QUEUE_BUDGET_CHARS` of large jobs, more
+   * than `QUEUE_CAP_WORK` of ordinary work, or more than `QUEUE_BUDGET_MS` of estimated
+   * work and the event loop has time to spare),
    * or null when none qualifies: the caller tokenizes it itself.
    */
   tryRun(
@@ -188,6 +237,7 @@ export class EncodePool {
     affinity: number,
     chars = 0,
     waitAnywayChars = Number.POSITIVE_INFINITY,
+    work = chars,
   ): Promise<RunResult> | null {
     if (this.#closed) return Promise.reject(new TokenizeError("closed", "tokenizer is closed"));
     this.warm();
@@ -202,6 +252,7 @@ export class EncodePool {
         s.ready &&
         (!waits ||
           (s.largeChars <= QUEUE_BUDGET_CHARS &&
+            s.queuedWork <= QUEUE_CAP_WORK &&
             (s.queuedMs <= QUEUE_BUDGET_MS || this.#loopBusy())))
       ) {
         slot = s;
@@ -211,14 +262,18 @@ export class EncodePool {
     const job = typeof request === "function" ? request() : request;
     // A chat's body crosses as its bytes, transferred (the caller's copy is not used again).
     const transfer = job.kind === "chatBody" ? [job.body.buffer as ArrayBuffer] : [];
-    return this.#send(slot, chars, !waits, (id) => ({ id, request: job }), transfer).then((r) => ({
-      ids: r.ids[0]!,
-      cached: r.cached,
-    }));
+    const size = Math.max(work, chars);
+    return this.#send(slot, chars, size, !waits, (id) => ({ id, request: job }), transfer).then(
+      (r) => ({
+        ids: r.ids[0]!,
+        cached: r.cached,
+      }),
+    );
   }
 
   /** Whether the caller's event loop is busier than `LOOP_BUSY` over its last window. */
   #loopBusy(): boolean {
+    if (this.#injectedUtilization !== undefined) return this.#injectedUtilization() > LOOP_BUSY;
     const now = performance.now();
     if (now - this.#loopAt >= LOOP_WINDOW_MS) {
       const elu = performance.eventLoopUtilization();
@@ -232,6 +287,7 @@ export class EncodePool {
   #send(
     slot: Slot,
     chars: number,
+    work: number,
     large: boolean,
     job: (id: number) => EncodeJob,
     transfer: ArrayBuffer[] = [],
@@ -247,10 +303,13 @@ export class EncodePool {
       }
       this.#jobs++;
       if (slot.busy++ === 0) slot.worker.ref();
-      const estMs = large ? 0 : chars * slot.msPerChar;
+      const estMs = large ? 0 : Math.max(work, JOB_MIN_WORK) * slot.msPerChar;
       if (large) slot.largeChars += chars;
-      else slot.queuedMs += estMs;
-      this.#pending.set(id, { slot, chars, large, estMs, resolve, reject });
+      else {
+        slot.queuedMs += estMs;
+        slot.queuedWork += work;
+      }
+      this.#pending.set(id, { slot, chars, work, large, estMs, resolve, reject });
     });
   }
 
@@ -260,8 +319,11 @@ export class EncodePool {
     if (p.large) s.largeChars -= p.chars;
     else {
       s.queuedMs = s.busy === 0 ? 0 : Math.max(0, s.queuedMs - p.estMs);
-      if (ms !== undefined && p.chars > 0) {
-        s.msPerChar += RATE_WEIGHT * (ms / p.chars - s.msPerChar);
+      s.queuedWork = s.busy === 0 ? 0 : Math.max(0, s.queuedWork - p.work);
+      if (ms !== undefined && p.work >= RATE_MIN_WORK) {
+        const r = s.msPerChar;
+        const sample = Math.min(RATE_CLAMP * r, Math.max(r / RATE_CLAMP, ms / p.work));
+        s.msPerChar += RATE_WEIGHT * (sample - r);
       }
     }
   }

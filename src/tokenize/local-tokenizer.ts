@@ -123,12 +123,16 @@ export class LocalTokenizer implements PromptTokenizer {
    */
   async tokenizeChat(request: ChatRequestLike, body?: Uint8Array): Promise<TokenizeResult> {
     this.#checkOpen();
+    const chars = chatChars(request);
     const off = this.#offThread(
       body === undefined
         ? { kind: "chat", request }
         : () => ({ kind: "chatBody", body: new Uint8Array(body) }),
       conversationKey(request),
-      chatChars(request),
+      chars,
+      // What the thread reads: the body's bytes (tools, documents, images and all, parsed
+      // there), or the text plus the tools and documents the template renders.
+      body === undefined ? chars + chatExtraChars(request) : body.byteLength,
     );
     if (off !== null) return off;
     return this.#encodeText(this.renderChat(request));
@@ -183,11 +187,12 @@ export class LocalTokenizer implements PromptTokenizer {
     job: RequestJob | (() => RequestJob),
     key: string,
     chars: number,
+    work = chars,
   ): Promise<TokenizeResult> | null {
     if (!this.#requestsOffThread || this.#pool === null) return null;
     // A small request does not wait behind a busy thread (it is encoded here instead); a
     // large one goes to the thread anyway, as it would without whole-request threading.
-    const run = this.#pool.tryRun(job, hashKey(key), chars, this.#offThreadMinChars);
+    const run = this.#pool.tryRun(job, hashKey(key), chars, this.#offThreadMinChars, work);
     if (run === null) return null;
     return run.then((r) => threadResult(r.ids, r.cached));
   }
@@ -314,11 +319,6 @@ export class LocalTokenizer implements PromptTokenizer {
   }
 }
 
-/**
- * What names a conversation for the worker's affinity: its first message that is not the
- * system prompt (shared by many conversations), cut short; every turn of a chat starts the
- * same, so its turns meet the worker whose segment cache holds its history.
- */
 /** The text characters of a chat's messages, about (string contents and text parts). */
 function chatChars(request: ChatRequestLike): number {
   let n = 0;
@@ -335,6 +335,25 @@ function chatChars(request: ChatRequestLike): number {
   return n;
 }
 
+/** The tools' and documents' JSON, which the template renders into the prompt (characters). */
+function chatExtraChars(request: ChatRequestLike): number {
+  let n = 0;
+  for (const list of [request.tools, request.documents]) {
+    if (!Array.isArray(list) || list.length === 0) continue;
+    try {
+      n += JSON.stringify(list)?.length ?? 0;
+    } catch {
+      // Not JSON (a library caller's object): the template reports it, not the estimate.
+    }
+  }
+  return n;
+}
+
+/**
+ * What names a conversation for the worker's affinity: its first message that is not the
+ * system prompt (shared by many conversations), cut short; every turn of a chat starts the
+ * same, so its turns meet the worker whose segment cache holds its history.
+ */
 function conversationKey(request: ChatRequestLike): string {
   const ms = request.messages;
   for (const m of ms) {
