@@ -85,9 +85,10 @@ export async function main(argv: string[]): Promise<number> {
   if (o.tail !== null) {
     const ref = runs.find((r) => r.label === "reference")!;
     const listed: object[] = [];
+    const refServed = ref.tailData?.index ?? null;
     for (const r of runs) {
-      if (r.tailData === undefined) continue;
-      const t = tailReport(r.label, r.tailData, ref.summary.ttftMs.p99, o.tail.factor);
+      if (r.tailData === undefined || r.label === "reference") continue;
+      const t = tailReport(r.label, r.tailData, ref.summary.ttftMs.p99, o.tail.factor, refServed);
       tails.set(r.label, t);
       process.stdout.write(`\n${formatTailReport(t)}`);
       listed.push(...tailRequests(r.label, r.tailData, t.lineMs));

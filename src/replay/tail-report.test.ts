@@ -224,6 +224,8 @@ describe("--tail-report", () => {
     expect(rr.tail.lineMs).toBeCloseTo(0.5 * ref.summary.ttftMs.p99, 3);
     expect(rr.tail.above).toBeGreaterThan(0);
     expect(rr.tail.requests).toBe(15);
+    expect([rr.tail.referenceRequests, rr.tail.droppedServedByReference]).toEqual([15, 0]);
+    expect(text).toContain("the reference served 15; round_robin dropped 0 of them\n");
     expect(rr.tail.above).toBe(
       (rr.tail.classes.forced.count as number) +
         rr.tail.classes.ownPrefill.count +
