@@ -4,13 +4,20 @@
  * and the per-request figures of the requests after a dropped one are their own).
  * Trace blocks are 512 tokens (hash_ids), the router's 16; 2 workers of 64 blocks (1,024
  * tokens) each, so the reference (one worker of the fleet's 128 blocks) serves a
- * 1,500-token prompt that no worker of the fleet can hold.
+ * 1,500-token prompt that no worker of the fleet can hold. Then `--tail-requests` to a
+ * file that cannot be written: refused before the run, or reported after it without
+ * losing the JSON line.
  */
 
-import { describe, expect, it } from "vitest";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
 import { DEFAULT_SCHEDULER_CONFIG } from "../scheduler/defaults.js";
 import { type CompareOptions, runJob } from "./compare.js";
 import { matrixTailReports, verdict } from "./matrix-tail.js";
+import { parseReplayArgs } from "./options.js";
+import { main } from "./replay-main.js";
 import { formatTailReport, tailReport } from "./tail-report.js";
 import { DEFAULT_TIMING } from "./timing-model.js";
 import type { TraceRequest } from "./trace.js";
@@ -91,4 +98,102 @@ describe("tail report edge cases", () => {
       "the reference served 3; round_robin dropped 1 of them (its p99 is over fewer requests than the reference's)",
     );
   });
+});
+
+const tmp = mkdtempSync(join(tmpdir(), "kvrouter-tail-edges-"));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** Runs `kvrouter replay` in this process; its exit code, stdout and stderr. */
+async function replay(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const w = process.stdout.write;
+  const e = process.stderr.write;
+  process.stdout.write = ((x: string) => out.push(x) > 0) as typeof process.stdout.write;
+  process.stderr.write = ((x: string) => err.push(x) > 0) as typeof process.stderr.write;
+  try {
+    const code = await main(argv);
+    return { code, out: out.join(""), err: err.join("") };
+  } finally {
+    process.stdout.write = w;
+    process.stderr.write = e;
+  }
+}
+
+describe("--tail-requests FILE that cannot be written", () => {
+  it("is refused at option parsing, naming the flag", () => {
+    const tail = (file: string) => () =>
+      parseReplayArgs(["--tail-report", "--tail-requests", file]);
+    expect(tail(join(tmp, "no-such-dir", "above.jsonl"))).toThrow(
+      /^--tail-requests: cannot write '.*above\.jsonl': directory .*no-such-dir does not exist$/,
+    );
+    expect(tail(tmp)).toThrow(/^--tail-requests: cannot write '.*': it is a directory$/);
+    expect(tail(join(tmp, "fine.jsonl"))).not.toThrow();
+  });
+
+  it("a usage error before the run: exit 2, one message, no run", async () => {
+    const trace = join(tmp, "t.jsonl");
+    writeFileSync(
+      trace,
+      `${JSON.stringify({ timestamp: 0, input_length: 100, output_length: 1, hash_ids: [1] })}\n`,
+    );
+    const r = await replay([
+      "--trace",
+      trace,
+      "--tail-report",
+      "--tail-requests",
+      join(tmp, "missing", "x.jsonl"),
+    ]);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/^kvrouter replay: --tail-requests: cannot write /);
+    expect(r.out).toBe("");
+  });
+
+  it.skipIf(!existsSync("/dev/full"))(
+    "a write that fails after the run: one line on stderr, the JSON line still printed, exit 1",
+    async () => {
+      const trace = join(tmp, "t2.jsonl");
+      writeFileSync(
+        trace,
+        [0, 1, 2]
+          .map((i) =>
+            JSON.stringify({
+              timestamp: i * 10,
+              input_length: 600,
+              output_length: 1,
+              hash_ids: [2 * i, 2 * i + 1],
+            }),
+          )
+          .join("\n"),
+      );
+      // /dev/full passes the check (it exists and is writable) and fails every write (ENOSPC).
+      const r = await replay([
+        "--trace",
+        trace,
+        "--workers",
+        "2",
+        "--policy",
+        "round_robin",
+        "--tail-report",
+        "--tail-factor",
+        "0.01",
+        "--tail-requests",
+        "/dev/full",
+        "--jobs",
+        "1",
+        "--json",
+      ]);
+      expect(r.code).toBe(1);
+      const lines = r.err.split("\n").filter((l) => l.includes("/dev/full"));
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        /^kvrouter replay: cannot write --tail-requests \/dev\/full: .*ENOSPC/,
+      );
+      expect(r.err).not.toMatch(/\n\s+at /); // no stack trace
+      const json = JSON.parse(r.out.trim().split("\n").at(-1)!);
+      expect(json.runs.find((x: { label: string }) => x.label === "round_robin").tail.above).toBe(
+        3,
+      );
+    },
+  );
 });
