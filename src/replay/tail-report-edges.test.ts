@@ -6,7 +6,8 @@
  * tokens) each, so the reference (one worker of the fleet's 128 blocks) serves a
  * 1,500-token prompt that no worker of the fleet can hold. Then `--tail-requests` to a
  * file that cannot be written: refused before the run, or reported after it without
- * losing the JSON line.
+ * losing the JSON line. And outcomes whose hit exceeds the best possible (a broken bound):
+ * counted, and nothing called proven.
  */
 
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -18,6 +19,8 @@ import { type CompareOptions, runJob } from "./compare.js";
 import { matrixTailReports, verdict } from "./matrix-tail.js";
 import { parseReplayArgs } from "./options.js";
 import { main } from "./replay-main.js";
+import type { RequestOutcome } from "./sim-fleet.js";
+import { collectTail } from "./tail-data.js";
 import { formatTailReport, tailReport } from "./tail-report.js";
 import { DEFAULT_TIMING } from "./timing-model.js";
 import type { TraceRequest } from "./trace.js";
@@ -196,4 +199,54 @@ describe("--tail-requests FILE that cannot be written", () => {
       );
     },
   );
+});
+
+describe("a hit above the best possible", () => {
+  it("is counted in hitAboveBest, and the report proves nothing", () => {
+    // Two unrelated 1,024-token prompts: the best possible hit of each is 0. The outcomes
+    // claim request 1 hit 512 tokens (a model or bound bug): collectTail must count it,
+    // and forced > allowance must then not be reported as a proof.
+    const trace = [at(0, 0, 1024, [1, 2]), at(1, 1, 1024, [3, 4])];
+    const timing = { ...DEFAULT_TIMING, prefillTokensPerSec: 1000, prefillOverheadMs: 0 };
+    const outcome = (index: number, hit: number): RequestOutcome => {
+      const a = index * 1000;
+      return {
+        index,
+        worker: index,
+        arrivalMs: a,
+        inputTokens: 1024,
+        outputTokens: 1,
+        hitTokens: hit,
+        startMs: a,
+        firstTokenMs: a + 1024 - hit,
+        doneMs: a + 1100,
+        rejected: false,
+      };
+    };
+    const d = collectTail(trace, [outcome(0, 0), outcome(1, 512)], 2, timing, 16);
+    expect(Array.from(d.bestHitTokens)).toEqual([0, 0]);
+    expect(d.hitAboveBest).toBe(1);
+    // Request 1's TTFT (512 ms) is below its "bound" (1,024 ms): the bound is wrong here.
+    expect(d.ttftMs[1]).toBeLessThan(d.boundMs[1]!);
+    // Line 0.5 s: both bounds (1.024 s) are above it, 2 forced > 0 allowed.
+    const r = tailReport("kv", d, 250, 2);
+    expect([r.forced, r.allowance, r.hitAboveBest]).toEqual([2, 0, 1]);
+    expect(r.unreachable).toBe(false);
+    const text = formatTailReport(r);
+    expect(text).toContain("WARNING: 1 requests hit more than the best possible prefix");
+    expect(text).toContain("forced 2 > 0 allowed, but the bound failed its check");
+    expect(text).toContain("nothing is proven");
+    expect(text).not.toContain("no placement meets the goal");
+    // The same outcomes with an honest hit: proven.
+    const ok = tailReport(
+      "kv",
+      collectTail(trace, [outcome(0, 0), outcome(1, 0)], 2, timing, 16),
+      250,
+      2,
+    );
+    expect([ok.hitAboveBest, ok.unreachable]).toEqual([0, true]);
+    expect(formatTailReport(ok)).toContain(
+      "forced 2 > 0 allowed: no placement meets the goal (proof:",
+    );
+  });
 });

@@ -244,9 +244,11 @@ export function formatTailReport(r: TailReport): string {
   }
   out.push(
     `  p99 floor (p99 of the per-request bounds; no router's p99 is lower): ${s(r.p99FloorMs)} s = ${(r.p99FloorMs / r.referenceP99Ms).toFixed(2)} × the reference's`,
-    r.forced > r.allowance
-      ? `  forced ${r.forced} > ${r.allowance} allowed: no placement meets the goal${r.unreachable ? " (proof: each forced request's own prefill, with the longest prefix any earlier request left and no queue, is above the line)" : ""}`
-      : `  forced ${r.forced} ≤ ${r.allowance} allowed: not proven unreachable; room for ${r.room} more above the line from every other cause`,
+    r.forced <= r.allowance
+      ? `  forced ${r.forced} ≤ ${r.allowance} allowed: not proven unreachable; room for ${r.room} more above the line from every other cause`
+      : r.unreachable
+        ? `  forced ${r.forced} > ${r.allowance} allowed: no placement meets the goal (proof: each forced request's own prefill, with the longest prefix any earlier request left and no queue, is above the line)`
+        : `  forced ${r.forced} > ${r.allowance} allowed, but the bound failed its check (above): nothing is proven about other placements`,
   );
   const rows = TAIL_CLASSES.map((c) => {
     const x = r.classes[c];
