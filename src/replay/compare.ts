@@ -51,7 +51,10 @@ export interface CompareRun extends ReportRun {
   readonly eventProblems?: Readonly<Record<string, number>>;
   /** kv with prediction, fallback or faults: what they did (kv-predict.ts). */
   readonly predict?: KvPredictStats;
-  /** Per-request tail figures (`--tail-report`, this policy among `tail.policies`). */
+  /**
+   * Per-request tail figures (`--tail-report`, this policy among `tail.policies`; the
+   * reference carries them too, for the trace indices it served).
+   */
   readonly tailData?: TailData;
 }
 
@@ -128,22 +131,29 @@ export function runJob(
 ): CompareRun {
   if (job === "reference") {
     const n = o.workers;
-    const r = runReplay(requests, (fleet) => new RoundRobinPolicy(fleet), {
-      ...o,
-      workers: 1,
-      capacityBlocks: o.capacityBlocks === null ? null : o.capacityBlocks * n,
-      timing: {
-        ...o.timing,
-        prefillTokensPerSec: o.timing.prefillTokensPerSec * n,
-        maxNumSeqs: o.timing.maxNumSeqs * n,
+    const r = runReplay(
+      requests,
+      (fleet) => new RoundRobinPolicy(fleet),
+      {
+        ...o,
+        workers: 1,
+        capacityBlocks: o.capacityBlocks === null ? null : o.capacityBlocks * n,
+        timing: {
+          ...o.timing,
+          prefillTokensPerSec: o.timing.prefillTokensPerSec * n,
+          maxNumSeqs: o.timing.maxNumSeqs * n,
+        },
       },
-    });
+      // The tail report counts the requests a policy dropped that the reference served.
+      { tail: (o.tail ?? null) !== null },
+    );
     return {
       label: "reference",
       summary: r.summary,
       evictions: r.evictions,
       wallMs: r.wallMs,
       ttftSorted: r.ttftSorted,
+      ...(r.tail === undefined ? {} : { tailData: r.tail }),
     };
   }
   let policy: RoutingPolicy | null = null;

@@ -23,7 +23,7 @@ export function matrixTailReports(
 ): MatrixTailRow[] {
   const rows: MatrixTailRow[] = [];
   for (const r of results) {
-    if (r.tailData === undefined) continue;
+    if (r.tailData === undefined || r.policy === "reference") continue;
     const ref = results.find(
       (x) =>
         x.policy === "reference" &&
@@ -36,7 +36,13 @@ export function matrixTailReports(
       workload: r.workload,
       cacheTokens: r.cacheTokens,
       load: r.load,
-      report: tailReport(r.policy, r.tailData, ref.summary.ttftMs.p99, factor),
+      report: tailReport(
+        r.policy,
+        r.tailData,
+        ref.summary.ttftMs.p99,
+        factor,
+        ref.tailData?.index ?? null,
+      ),
     });
   }
   return rows;
@@ -46,10 +52,15 @@ const sec = (ms: number) => (ms / 1000).toFixed(2);
 
 /** One line per verdict: met, or not met and whether any router could meet it. */
 export function verdict(t: TailReport): string {
-  if (t.met) return "met";
-  if (t.hitAboveBest > 0) return "not met (bound failed its check)";
-  if (t.unreachable) return `not met; unreachable (forced ${t.forced} > ${t.allowance})`;
-  return `not met; not proven unreachable (room ${t.room})`;
+  const dropped =
+    (t.droppedServedByReference ?? 0) > 0
+      ? `; dropped ${t.droppedServedByReference} the reference served`
+      : "";
+  if (t.met) return `met${dropped}`;
+  if (t.requests === 0) return "not met (served no request)";
+  if (t.hitAboveBest > 0) return `not met (bound failed its check)${dropped}`;
+  if (t.unreachable) return `not met; unreachable (forced ${t.forced} > ${t.allowance})${dropped}`;
+  return `not met; not proven unreachable (room ${t.room})${dropped}`;
 }
 
 export function formatMatrixTail(rows: readonly MatrixTailRow[]): string {

@@ -55,7 +55,10 @@ describe("parseReplayArgs", () => {
   it.each([
     [["stray"], /unexpected argument 'stray'/],
     [["--trace", "t", "--workers", "0"], /--workers must be a positive integer, got '0'/],
-    [["--trace", "t", "--policy", "best"], /--policy must be one of/],
+    [
+      ["--trace", "t", "--policy", "best"],
+      /--policy must be one of kv, .*, kv_nopredict, baselines/,
+    ],
     [["--trace", "t", "--capacity-blocks", "5", "--capacity-tokens", "80"], /not both/],
     [["--trace", "t", "--weight", "decode"], /KEY=VALUE/],
     [["--trace", "t", "--weight", "colour=1"], /unknown weight 'colour'/],

@@ -15,6 +15,7 @@ import {
   PEER_POLICY_NAMES,
   POLICY_NAMES,
   type PolicyName,
+  VARIANT_POLICY_NAMES,
 } from "./policies.js";
 import { parseReplicaFlags, REPLICA_FLAGS, REPLICA_USAGE } from "./replica-options.js";
 import type { ReplicaSyncModel } from "./replica-policy.js";
@@ -170,7 +171,7 @@ export function parseReplayArgs(argv: readonly string[]): ReplayOptions | null {
     else if (isPolicyName(p)) policies.push(p);
     else
       throw new ReplayUsageError(
-        `--policy must be one of ${POLICY_NAMES.join(", ")}, baselines, peers, all; got '${p}'`,
+        `--policy must be one of ${[...POLICY_NAMES, ...VARIANT_POLICY_NAMES].join(", ")}, baselines, peers, all; got '${p}'`,
       );
   }
 

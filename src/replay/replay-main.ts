@@ -13,7 +13,10 @@ import { renderSvg } from "./svg-plot.js";
 import { formatTailReport, type TailReport, tailReport, tailRequests } from "./tail-report.js";
 import { loadTrace, TraceFormatError } from "./trace.js";
 
-/** Entry point; returns the exit code (0 ok, 1 failure, 2 bad usage). */
+/**
+ * Entry point; returns the exit code (0 ok, 1 failure — including an output file that
+ * could not be written, after everything else is printed — 2 bad usage).
+ */
 export async function main(argv: string[]): Promise<number> {
   if (argv[0] === "matrix") {
     const { matrixMain } = await import("./matrix-main.js");
@@ -82,20 +85,30 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
   const tails = new Map<string, TailReport>();
+  let failed = false; // an output file could not be written: exit 1 after the rest
   if (o.tail !== null) {
     const ref = runs.find((r) => r.label === "reference")!;
     const listed: object[] = [];
+    const refServed = ref.tailData?.index ?? null;
     for (const r of runs) {
-      if (r.tailData === undefined) continue;
-      const t = tailReport(r.label, r.tailData, ref.summary.ttftMs.p99, o.tail.factor);
+      if (r.tailData === undefined || r.label === "reference") continue;
+      const t = tailReport(r.label, r.tailData, ref.summary.ttftMs.p99, o.tail.factor, refServed);
       tails.set(r.label, t);
       process.stdout.write(`\n${formatTailReport(t)}`);
       listed.push(...tailRequests(r.label, r.tailData, t.lineMs));
     }
     const file = o.tail.requestsFile ?? null;
     if (file !== null) {
-      writeFileSync(file, listed.map((x) => `${JSON.stringify(x)}\n`).join(""));
-      process.stderr.write(`${listed.length} requests above the line written to ${file}\n`);
+      try {
+        writeFileSync(file, listed.map((x) => `${JSON.stringify(x)}\n`).join(""));
+        process.stderr.write(`${listed.length} requests above the line written to ${file}\n`);
+      } catch (err) {
+        // Checked at start-up; if the write still fails, say so and keep the rest.
+        process.stderr.write(
+          `kvrouter replay: cannot write --tail-requests ${file}: ${(err as Error).message}\n`,
+        );
+        failed = true;
+      }
     }
   }
   if (o.svg !== null) {
@@ -120,5 +133,5 @@ export async function main(argv: string[]): Promise<number> {
       })}\n`,
     );
   }
-  return 0;
+  return failed ? 1 : 0;
 }

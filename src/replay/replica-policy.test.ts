@@ -3,7 +3,7 @@ import { resolveSchedulerConfig } from "../scheduler/config.js";
 import { comparePolicies } from "./compare.js";
 import { parseReplayArgs, ReplayUsageError } from "./options.js";
 import { type ReplicaSyncModel, ReplicatedKvPolicy } from "./replica-policy.js";
-import { runReplay } from "./run-replay.js";
+import { runReplay, unlimitedBlocks } from "./run-replay.js";
 import { DEFAULT_TIMING } from "./timing-model.js";
 import { parseTrace, type TraceRequest } from "./trace.js";
 import { defaultParams, generateWorkload, toJsonl } from "./workloads/generators.js";
@@ -139,13 +139,32 @@ describe("kv as router replicas", () => {
       perWorkerPrefillTokens: [...s.perWorkerPrefillTokens].sort((a, b) => a - b),
       prefillUtilisation: s.prefillUtilisation.toFixed(9),
     });
-    const one = view(comparePolicies(requests, base)[0]!.summary);
+    const exact = comparePolicies(requests, base)[0]!.summary;
+    const one = view(exact);
     for (const replicas of [2, 4]) {
       const many = comparePolicies(requests, {
         ...base,
         replicaSync: { replicas, sync: true, syncP50Ms: 0, syncP99Ms: 0 },
       })[0]!.summary;
       expect({ replicas, ...view(many) }).toEqual({ replicas, ...one });
+      // Drawing their tie-breaks from the one router's single stream, the replicas make
+      // its decisions exactly: the sync model adds nothing, only the draws differ.
+      const shared = new ReplicatedKvPolicy({
+        replicas,
+        sync: true,
+        syncP50Ms: 0,
+        syncP99Ms: 0,
+        workers: 8,
+        blockSize: 16,
+        capacityBlocks: unlimitedBlocks(requests, 16),
+        config,
+        seed: 1,
+        sharedRng: true,
+      });
+      expect({ replicas, ...runReplay(requests, () => shared, base).summary }).toEqual({
+        replicas,
+        ...exact,
+      });
     }
   });
 

@@ -46,6 +46,12 @@ export interface ReplicatedKvOptions extends ReplicaSyncModel {
   readonly capacityBlocks: number;
   readonly config: SchedulerConfig;
   readonly seed: number;
+  /**
+   * Test-only: every replica draws its tie-breaks from one random stream (the one router's),
+   * instead of each its own as separate processes would. With a zero sync delay the
+   * replicas then make exactly one router's decisions; separate streams differ by ties.
+   */
+  readonly sharedRng?: boolean;
 }
 
 interface Replica {
@@ -97,6 +103,7 @@ export class ReplicatedKvPolicy implements RoutingPolicy {
     this.#mu = Math.log(Math.max(o.syncP50Ms, 1e-6));
     this.#sigma = o.syncP50Ms > 0 ? Math.log(o.syncP99Ms / o.syncP50Ms) / Z99 : 0;
     const sync = o.sync && o.replicas > 1;
+    const shared = o.sharedRng === true ? seededRng(deriveSeed(o.seed, "kv")) : null;
     for (let i = 0; i < o.replicas; i++) {
       const id = `r${i}`;
       const { registry, keys, indexOf } = simRegistry(o.workers, o.blockSize, o.capacityBlocks);
@@ -119,7 +126,7 @@ export class ReplicatedKvPolicy implements RoutingPolicy {
         inFlight,
         config: o.config,
         // Replica 0 draws what the single router draws: --replicas 1 is the plain kv run.
-        rng: seededRng(deriveSeed(o.seed, i === 0 ? "kv" : `kv-replica-${i}`)),
+        rng: shared ?? seededRng(deriveSeed(o.seed, i === 0 ? "kv" : `kv-replica-${i}`)),
         ...(book === null ? {} : { extraLoad: book }),
       });
       this.#r.push({ id, router, index, loads, inFlight, book, keys, indexOf });

@@ -1,8 +1,11 @@
 /**
- * The replay's tail-report flags (`--tail-report --tail-factor X --tail-policy P`), parsed
- * apart from the rest of `options.ts`; the report they drive is `tail-report.ts`.
+ * The replay's tail-report flags (`--tail-report --tail-factor X --tail-policy P
+ * --tail-requests FILE`), parsed apart from the rest of `options.ts` (FILE checked for
+ * writability here); the report they drive is `tail-report.ts`.
  */
 
+import { accessSync, constants, existsSync, statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import type { TailOptions } from "./tail-report.js";
 
 export const TAIL_USAGE = `  --tail-report             after the table, for each --tail-policy: the goal line
@@ -60,5 +63,33 @@ export function parseTailFlags(
   }
   const chosen =
     asked.length > 0 ? [...new Set(asked)] : policies.includes("kv") ? ["kv"] : [...policies];
-  return { factor, policies: chosen, requestsFile: v["tail-requests"] ?? null };
+  const file = v["tail-requests"] ?? null;
+  if (file !== null) {
+    const why = file.trim() === "" ? "no file name" : unwritable(file);
+    if (why !== null) return `--tail-requests: cannot write '${file}': ${why}`;
+  }
+  return { factor, policies: chosen, requestsFile: file };
+}
+
+/**
+ * Why `file` cannot be written, or null when it looks writable: checked before the run,
+ * so a typo does not cost a whole replay (the write itself can still fail; the caller
+ * reports that and keeps the rest of the output).
+ */
+export function unwritable(file: string): string | null {
+  const path = resolve(file);
+  try {
+    if (existsSync(path)) {
+      if (statSync(path).isDirectory()) return "it is a directory";
+      accessSync(path, constants.W_OK);
+      return null;
+    }
+    const dir = dirname(path);
+    if (!existsSync(dir)) return `directory ${dir} does not exist`;
+    if (!statSync(dir).isDirectory()) return `${dir} is not a directory`;
+    accessSync(dir, constants.W_OK);
+    return null;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+  }
 }

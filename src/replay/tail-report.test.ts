@@ -5,7 +5,7 @@
  * fails if the bound leaves out the fixed prefill overhead (request 0 stops being forced)
  * or uses the policy's own hit instead of the best any worker could have held (request 3
  * becomes forced). Then the CLI flag end to end, and the bound against kv on a slice of
- * the real trace.
+ * the real trace (with the p99 floor against the bounds' nearest-rank p99).
  */
 
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -224,6 +224,8 @@ describe("--tail-report", () => {
     expect(rr.tail.lineMs).toBeCloseTo(0.5 * ref.summary.ttftMs.p99, 3);
     expect(rr.tail.above).toBeGreaterThan(0);
     expect(rr.tail.requests).toBe(15);
+    expect([rr.tail.referenceRequests, rr.tail.droppedServedByReference]).toEqual([15, 0]);
+    expect(text).toContain("the reference served 15; round_robin dropped 0 of them\n");
     expect(rr.tail.above).toBe(
       (rr.tail.classes.forced.count as number) +
         rr.tail.classes.ownPrefill.count +
@@ -265,5 +267,25 @@ describe("the bound against kv on the real trace", () => {
     }
     // The bound is reached where kv found the best prefix and did not queue.
     expect(equal).toBeGreaterThan(0);
+
+    // The p99 floor is the nearest-rank p99 of the bounds: the ⌈0.99 · 300⌉ = 297th
+    // smallest. And forced > allowance exactly when floor > line, for lines on, just
+    // under and just over each of the largest bounds (where the two could disagree).
+    const sorted = Array.from(d.boundMs).sort((a, b) => a - b);
+    const floor = sorted[296]!;
+    expect(sorted[299]! - sorted[290]!).toBeGreaterThan(0); // the lines below differ
+    const lines = sorted.slice(285).flatMap((b) => [b - 1e-6, b, b + 1e-6]);
+    let proven = 0;
+    for (const line of lines) {
+      const r = tailReport("kv", d, line, 1);
+      expect(r.lineMs).toBe(line);
+      expect(r.allowance).toBe(3);
+      expect(r.p99FloorMs).toBe(floor);
+      expect({ line, proven: r.forced > r.allowance }).toEqual({ line, proven: floor > line });
+      if (r.unreachable) proven++;
+    }
+    // Both verdicts occur among those lines.
+    expect(proven).toBeGreaterThan(0);
+    expect(proven).toBeLessThan(lines.length);
   });
 });

@@ -59,12 +59,19 @@ export interface TailReport {
   readonly lineMs: number;
   /** Served requests of the policy's run. */
   readonly requests: number;
+  /**
+   * Requests the reference served (null: not known). The two p99s are over these sets:
+   * a policy that drops requests the reference served is compared on fewer of them.
+   */
+  readonly referenceRequests: number | null;
+  /** Of the reference's served requests, how many this policy dropped (null: not known). */
+  readonly droppedServedByReference: number | null;
   /** How many may be above the line with the p99 still at or below it. */
   readonly allowance: number;
   readonly p99Ms: number;
   /** Requests above the line. */
   readonly above: number;
-  /** p99 ≤ line. */
+  /** p99 ≤ line, over at least one served request (a run that served nothing meets nothing). */
   readonly met: boolean;
   /** Requests above the line under any router (their lower bound is above it). */
   readonly forced: number;
@@ -110,12 +117,24 @@ function range(xs: readonly number[]): readonly [number, number] | null {
   return [lo, hi];
 }
 
-/** The report for one policy's run against the reference's p99. */
+/** Of `referenceServed` (trace indices), how many are not among `served`. */
+export function droppedOf(referenceServed: ArrayLike<number>, served: ArrayLike<number>): number {
+  const here = new Set<number>(Array.from(served));
+  let dropped = 0;
+  for (let i = 0; i < referenceServed.length; i++) if (!here.has(referenceServed[i]!)) dropped++;
+  return dropped;
+}
+
+/**
+ * The report for one policy's run against the reference's p99; `referenceServed`, the
+ * trace indices the reference served, when known (to count what this policy dropped).
+ */
 export function tailReport(
   policy: string,
   d: TailData,
   referenceP99Ms: number,
   factor: number,
+  referenceServed: ArrayLike<number> | null = null,
 ): TailReport {
   const n = d.ttftMs.length;
   const lineMs = factor * referenceP99Ms;
@@ -147,16 +166,19 @@ export function tailReport(
   >;
   const allowance = p99Allowance(n);
   const forced = members.forced.length;
+  const p99Ms = percentile(Float64Array.from(d.ttftMs).sort(), 99);
   return {
     policy,
     factor,
     referenceP99Ms,
     lineMs,
     requests: n,
+    referenceRequests: referenceServed === null ? null : referenceServed.length,
+    droppedServedByReference: referenceServed === null ? null : droppedOf(referenceServed, d.index),
     allowance,
-    p99Ms: percentile(Float64Array.from(d.ttftMs).sort(), 99),
+    p99Ms,
     above,
-    met: above <= allowance,
+    met: n > 0 && Number.isFinite(p99Ms) && above <= allowance,
     forced,
     p99FloorMs: percentile(Float64Array.from(d.boundMs).sort(), 99),
     unreachable: forced > allowance && d.hitAboveBest === 0,
@@ -208,8 +230,13 @@ const LABELS: Record<TailClass, string> = {
 export function formatTailReport(r: TailReport): string {
   const out = [
     `tail report, ${r.policy}: goal p99 ≤ ${r.factor} × the reference's p99 = ${r.factor} × ${s(r.referenceP99Ms)} s = ${s(r.lineMs)} s`,
-    `  ${int(r.requests)} requests: the p99 allows ${r.allowance} above the line; ${r.policy} has ${r.above} above (p99 ${s(r.p99Ms)} s = ${(r.p99Ms / r.referenceP99Ms).toFixed(2)} × the reference's): goal ${r.met ? "met" : "not met"}`,
+    `  ${int(r.requests)} requests: the p99 allows ${r.allowance} above the line; ${r.policy} has ${r.above} above (p99 ${s(r.p99Ms)} s = ${(r.p99Ms / r.referenceP99Ms).toFixed(2)} × the reference's): goal ${r.met ? "met" : "not met"}${r.requests === 0 ? " (it served no request)" : ""}`,
   ];
+  if (r.referenceRequests !== null && r.droppedServedByReference !== null) {
+    out.push(
+      `  the reference served ${int(r.referenceRequests)}; ${r.policy} dropped ${int(r.droppedServedByReference)} of them${r.droppedServedByReference > 0 ? " (its p99 is over fewer requests than the reference's)" : ""}`,
+    );
+  }
   if (r.hitAboveBest > 0) {
     out.push(
       `  WARNING: ${r.hitAboveBest} requests hit more than the best possible prefix: the lower bound is wrong, nothing below is proven`,
@@ -217,9 +244,11 @@ export function formatTailReport(r: TailReport): string {
   }
   out.push(
     `  p99 floor (p99 of the per-request bounds; no router's p99 is lower): ${s(r.p99FloorMs)} s = ${(r.p99FloorMs / r.referenceP99Ms).toFixed(2)} × the reference's`,
-    r.forced > r.allowance
-      ? `  forced ${r.forced} > ${r.allowance} allowed: no placement meets the goal${r.unreachable ? " (proof: each forced request's own prefill, with the longest prefix any earlier request left and no queue, is above the line)" : ""}`
-      : `  forced ${r.forced} ≤ ${r.allowance} allowed: not proven unreachable; room for ${r.room} more above the line from every other cause`,
+    r.forced <= r.allowance
+      ? `  forced ${r.forced} ≤ ${r.allowance} allowed: not proven unreachable; room for ${r.room} more above the line from every other cause`
+      : r.unreachable
+        ? `  forced ${r.forced} > ${r.allowance} allowed: no placement meets the goal (proof: each forced request's own prefill, with the longest prefix any earlier request left and no queue, is above the line)`
+        : `  forced ${r.forced} > ${r.allowance} allowed, but the bound failed its check (above): nothing is proven about other placements`,
   );
   const rows = TAIL_CLASSES.map((c) => {
     const x = r.classes[c];
