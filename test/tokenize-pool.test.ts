@@ -6,7 +6,7 @@
  */
 
 import { describe, expect, it } from "vitest";
-import { EncodePool, QUEUE_CAP_WORK } from "../src/tokenize/encode-pool.js";
+import { EncodePool, QUEUE_CAP_JOBS, QUEUE_CAP_WORK } from "../src/tokenize/encode-pool.js";
 import { bundledQwen3Dir, loadModelTokenizer } from "../src/tokenize/index.js";
 import { CORPUS, GOLDEN } from "./tokenize-corpus.js";
 
@@ -254,6 +254,47 @@ describe("the tokenizer thread's queue budget", () => {
       // Sized by its body's bytes (what the thread parses), it moves the rate a little.
       await pool.tryRun(job("teach:5"), 0, 8, SMALL, 20_000);
       expect(await accepted()).toBe(16);
+      // One large job that took the thread far longer than its size says (a 5 s stall):
+      // its sample is clamped to 4 times the rate, so ordinary jobs still queue. Unclamped,
+      // the rate would jump ~400 times and the thread take 1 of 16. (The answered jobs
+      // above taught a rate near zero: it is taught again first.)
+      for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:0.3"), 0, CHARS, SMALL);
+      await pool.tryRun(job("teach:5000"), 0, CHARS, SMALL, 20_000);
+      expect(await accepted()).toBe(16);
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
+
+  it("counts every job's fixed cost: tiny jobs neither pass the budget for free nor queue by the thousand", async () => {
+    let utilization = 0;
+    const pool = new EncodePool(
+      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+      1,
+      timed,
+      { loopUtilization: () => utilization },
+    );
+    /** How many of `n` two-character completions queued together the thread takes. */
+    const accepted = async (n: number) => {
+      const qs = Array.from({ length: n }, () => pool.tryRun(job("hi"), 0, 2, SMALL));
+      await pool.tryRun(job("release"), 0, SMALL, SMALL);
+      await Promise.all(qs);
+      return qs.filter((q) => q !== null).length;
+    };
+    try {
+      pool.warm();
+      const deadline = Date.now() + 30_000;
+      while (pool.state().ready === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      // 1 µs per character (30 ms per 30k job): a tiny job is estimated as 256 characters'
+      // worth, ~0.26 ms, so about 40 / 0.26 of them fit the 40 ms budget — not all.
+      for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:30"), 0, CHARS, SMALL);
+      const idle = await accepted(1000);
+      expect(idle).toBeGreaterThan(100);
+      expect(idle).toBeLessThan(QUEUE_CAP_JOBS);
+      // A busy event loop skips the ms budget: the job cap holds them (it took all 1000).
+      utilization = 0.9;
+      expect(await accepted(1000)).toBe(QUEUE_CAP_JOBS);
     } finally {
       await pool.close();
     }

@@ -36,8 +36,10 @@ interface Slot {
   largeChars: number;
   /** Estimated thread time of the other jobs not yet answered (ms). */
   queuedMs: number;
-  /** Work (`tryRun`'s `work`) of the other jobs not yet answered. */
+  /** Work (`tryRun`'s `work`, at least `JOB_MIN_WORK` each) of the other jobs not yet answered. */
   queuedWork: number;
+  /** Ordinary (not large) jobs not yet answered. */
+  queuedJobs: number;
   /**
    * Thread time per character of work (`tryRun`'s `work`: what the thread reads) of the
    * jobs under the threshold, a moving average (ms).
@@ -86,6 +88,14 @@ export const QUEUE_BUDGET_MS = 40;
  * thread at the cold rate and ~5-10 ms at the cached one.
  */
 export const QUEUE_CAP_WORK = 512 * 1024;
+
+/**
+ * And never more than this many ordinary jobs queued on a thread: every job has a fixed
+ * cost the per-character rate does not see (its message, its template), so tiny jobs
+ * (a two-character completion; each counts `JOB_MIN_WORK` toward the cap above) would
+ * otherwise still queue by the thousand.
+ */
+export const QUEUE_CAP_JOBS = 256;
 
 /**
  * The event loop's utilization (`performance.eventLoopUtilization`, over the last 100 ms
@@ -172,6 +182,7 @@ export class EncodePool {
         largeChars: 0,
         queuedMs: 0,
         queuedWork: 0,
+        queuedJobs: 0,
         msPerChar: COLD_MS_PER_CHAR,
       };
       worker.on("message", (m: EncodeReply | { ready: true }) => {
@@ -253,6 +264,7 @@ export class EncodePool {
         (!waits ||
           (s.largeChars <= QUEUE_BUDGET_CHARS &&
             s.queuedWork <= QUEUE_CAP_WORK &&
+            s.queuedJobs < QUEUE_CAP_JOBS &&
             (s.queuedMs <= QUEUE_BUDGET_MS || this.#loopBusy())))
       ) {
         slot = s;
@@ -307,7 +319,8 @@ export class EncodePool {
       if (large) slot.largeChars += chars;
       else {
         slot.queuedMs += estMs;
-        slot.queuedWork += work;
+        slot.queuedWork += Math.max(work, JOB_MIN_WORK);
+        slot.queuedJobs++;
       }
       this.#pending.set(id, { slot, chars, work, large, estMs, resolve, reject });
     });
@@ -319,7 +332,8 @@ export class EncodePool {
     if (p.large) s.largeChars -= p.chars;
     else {
       s.queuedMs = s.busy === 0 ? 0 : Math.max(0, s.queuedMs - p.estMs);
-      s.queuedWork = s.busy === 0 ? 0 : Math.max(0, s.queuedWork - p.work);
+      s.queuedWork = s.busy === 0 ? 0 : Math.max(0, s.queuedWork - Math.max(p.work, JOB_MIN_WORK));
+      s.queuedJobs = s.busy === 0 ? 0 : Math.max(0, s.queuedJobs - 1);
       if (ms !== undefined && p.work >= RATE_MIN_WORK) {
         const r = s.msPerChar;
         const sample = Math.min(RATE_CLAMP * r, Math.max(r / RATE_CLAMP, ms / p.work));
