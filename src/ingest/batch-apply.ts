@@ -80,6 +80,9 @@ export function applyBatch(
     } catch {
       cleared = false;
     }
+    // As on every other clear: a stateful decoder (Mooncake's per-key adapter) must forget
+    // what it announced, or it would never announce those blocks again.
+    t.decoder.reset();
     t.problem(
       { seq: String(seq), err: String(err), cleared },
       cleared
