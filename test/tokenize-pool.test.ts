@@ -140,21 +140,27 @@ describe("the tokenizer thread's queue budget", () => {
   /** Jobs of 30k characters, the size of an 8k-token chat, under the 64k-character threshold. */
   const CHARS = 30_000;
   const SMALL = 64 * 1024;
+  /** One thread answering as the test times it; the event loop's utilization as given. */
+  const timedPool = (loopUtilization?: () => number) =>
+    new EncodePool(
+      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+      1,
+      timed,
+      loopUtilization === undefined ? undefined : { loopUtilization },
+    );
+  const ready = async (pool: EncodePool) => {
+    pool.warm();
+    const deadline = Date.now() + 30_000;
+    while (pool.state().ready === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+  };
 
   it("queues ordinary requests by the thread's time, not by their characters", async () => {
     // The event loop's utilization, as the test sets it (not this machine's load).
     let utilization = 0;
-    const pool = new EncodePool(
-      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
-      1,
-      timed,
-      { loopUtilization: () => utilization },
-    );
+    const pool = timedPool(() => utilization);
     try {
-      pool.warm();
-      const deadline = Date.now() + 30_000;
-      while (pool.state().ready === 0 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 20));
+      await ready(pool);
       // The thread takes 0.3 ms per such job (a chat whose history it has cached).
       for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:0.3"), 0, CHARS, SMALL);
       // 16 of them wait together (480k characters, ~5 ms of the thread's time): all go
@@ -192,12 +198,7 @@ describe("the tokenizer thread's queue budget", () => {
   }, 60_000);
   it("caps the thread's queued work however busy the event loop, and however warm the rate", async () => {
     let utilization = 0;
-    const pool = new EncodePool(
-      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
-      1,
-      timed,
-      { loopUtilization: () => utilization },
-    );
+    const pool = timedPool(() => utilization);
     /** How many of `n` ordinary jobs queued together the thread takes. */
     const accepted = async (n: number) => {
       const qs = Array.from({ length: n }, () => pool.tryRun(job("chat"), 0, CHARS, SMALL));
@@ -207,10 +208,7 @@ describe("the tokenizer thread's queue budget", () => {
     };
     const cap = Math.floor(QUEUE_CAP_WORK / CHARS) + 1; // 18 jobs of 30k
     try {
-      pool.warm();
-      const deadline = Date.now() + 30_000;
-      while (pool.state().ready === 0 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 20));
+      await ready(pool);
       // A rate learned from cached chats (0.3 ms each) puts ~130 of them under the 40 ms
       // budget; cold ones take 60 times that: a burst of them is held to the cap.
       for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:0.3"), 0, CHARS, SMALL);
@@ -227,11 +225,7 @@ describe("the tokenizer thread's queue budget", () => {
   }, 60_000);
 
   it("learns the thread's rate from what it reads: a tiny tools-heavy chat does not skew it", async () => {
-    const pool = new EncodePool(
-      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
-      1,
-      timed,
-    );
+    const pool = timedPool();
     /** How many of 16 ordinary jobs queued together the thread takes. */
     const accepted = async () => {
       const qs = Array.from({ length: 16 }, () => pool.tryRun(job("chat"), 0, CHARS, SMALL));
@@ -240,10 +234,7 @@ describe("the tokenizer thread's queue budget", () => {
       return qs.filter((q) => q !== null).length;
     };
     try {
-      pool.warm();
-      const deadline = Date.now() + 30_000;
-      while (pool.state().ready === 0 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 20));
+      await ready(pool);
       for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:0.3"), 0, CHARS, SMALL);
       expect(await accepted()).toBe(16);
       // A chat of 8 characters of text that took the thread 5 ms (40 tools' JSON, the
@@ -268,12 +259,7 @@ describe("the tokenizer thread's queue budget", () => {
 
   it("counts every job's fixed cost: tiny jobs neither pass the budget for free nor queue by the thousand", async () => {
     let utilization = 0;
-    const pool = new EncodePool(
-      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
-      1,
-      timed,
-      { loopUtilization: () => utilization },
-    );
+    const pool = timedPool(() => utilization);
     /** How many of `n` two-character completions queued together the thread takes. */
     const accepted = async (n: number) => {
       const qs = Array.from({ length: n }, () => pool.tryRun(job("hi"), 0, 2, SMALL));
@@ -282,10 +268,7 @@ describe("the tokenizer thread's queue budget", () => {
       return qs.filter((q) => q !== null).length;
     };
     try {
-      pool.warm();
-      const deadline = Date.now() + 30_000;
-      while (pool.state().ready === 0 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 20));
+      await ready(pool);
       // 1 µs per character (30 ms per 30k job): a tiny job is estimated as 256 characters'
       // worth, ~0.26 ms, so about 40 / 0.26 of them fit the 40 ms budget — not all.
       for (let i = 0; i < 25; i++) await pool.tryRun(job("teach:30"), 0, CHARS, SMALL);
