@@ -10,6 +10,36 @@ import { EncodePool, QUEUE_CAP_JOBS, QUEUE_CAP_WORK } from "../src/tokenize/enco
 import { bundledQwen3Dir, loadModelTokenizer } from "../src/tokenize/index.js";
 import { CORPUS, GOLDEN } from "./tokenize-corpus.js";
 
+/** Waits (up to 30 s) until `n` of a pool's threads are ready; how many are. */
+async function untilReady(state: () => { readonly ready: number }, n: number): Promise<number> {
+  const deadline = Date.now() + 30_000;
+  while (state().ready < n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  return state().ready;
+}
+
+/** A pool of `threads` stand-in threads (`worker`, test/fixtures/tokenize) for the Qwen3 files. */
+function fixturePool(worker: URL, threads: number, loopUtilization?: () => number): EncodePool {
+  return new EncodePool(
+    { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
+    threads,
+    worker,
+    loopUtilization === undefined ? undefined : { loopUtilization },
+  );
+}
+
+/** Tokenizes the whole corpus with `t`, each against its golden ids; the jobs sent to threads. */
+async function corpusJobs(t: Awaited<ReturnType<typeof loadModelTokenizer>>): Promise<number> {
+  const before = t.poolState().jobs;
+  for (const c of CORPUS) {
+    const r =
+      c.kind === "completion"
+        ? await t.tokenizeCompletion(c.prompt)
+        : await t.tokenizeChat(c.request);
+    expect(r.tokenIds, c.name).toEqual(GOLDEN.get(c.name)!.ids);
+  }
+  return t.poolState().jobs - before;
+}
+
 describe("encode pool", () => {
   it("encodes off-thread with the engine's ids and shuts down cleanly", async () => {
     const t = await loadModelTokenizer(bundledQwen3Dir(), {
@@ -24,19 +54,8 @@ describe("encode pool", () => {
     expect((await t.tokenizeCompletion(first.prompt)).tokenIds).toEqual(
       GOLDEN.get(first.name)!.ids,
     );
-    const deadline = Date.now() + 20_000;
-    while (t.poolState().ready === 0 && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 50));
-    expect(t.poolState().ready).toBe(1);
-    const before = t.poolState().jobs;
-    for (const c of CORPUS) {
-      const r =
-        c.kind === "completion"
-          ? await t.tokenizeCompletion(c.prompt)
-          : await t.tokenizeChat(c.request);
-      expect(r.tokenIds, c.name).toEqual(GOLDEN.get(c.name)!.ids);
-    }
-    expect(t.poolState().jobs - before).toBe(CORPUS.length);
+    expect(await untilReady(() => t.poolState(), 1)).toBe(1);
+    expect(await corpusJobs(t)).toBe(CORPUS.length);
     await t.close();
     expect(t.poolState().started).toBe(0);
     await expect(t.tokenizeCompletion("x")).rejects.toMatchObject({ code: "closed" });
@@ -48,20 +67,9 @@ describe("whole requests on the pool's threads", () => {
     // The gateway's defaults: every request goes whole to a worker once one is ready.
     const t = await loadModelTokenizer(bundledQwen3Dir(), { threads: 2 });
     t.warmThreads();
-    const deadline = Date.now() + 30_000;
-    while (t.poolState().ready < 2 && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 50));
-    expect(t.poolState().ready).toBe(2);
-    const before = t.poolState().jobs;
-    for (const c of CORPUS) {
-      const r =
-        c.kind === "completion"
-          ? await t.tokenizeCompletion(c.prompt)
-          : await t.tokenizeChat(c.request);
-      expect(r.tokenIds, c.name).toEqual(GOLDEN.get(c.name)!.ids);
-    }
+    expect(await untilReady(() => t.poolState(), 2)).toBe(2);
     // Every request went to a worker; the event loop's own cache never saw one.
-    expect(t.poolState().jobs - before).toBe(CORPUS.length);
+    expect(await corpusJobs(t)).toBe(CORPUS.length);
     expect(t.cacheStats()?.entries).toBe(0);
     // A conversation's later turn meets the worker that cached its earlier turns.
     const turns = CORPUS.filter((c) => c.kind === "chat" && c.name.startsWith("chat-turn-"));
@@ -113,11 +121,8 @@ describe("a busy tokenizer thread", () => {
   it("does not hold up a small request behind a large one: that is encoded here", async () => {
     const t = await loadModelTokenizer(bundledQwen3Dir(), { threads: 1, segmentCacheBytes: 0 });
     try {
-      const deadline = Date.now() + 30_000;
       await t.tokenizeCompletion("warm up");
-      while (t.poolState().ready === 0 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 20));
-      expect(t.poolState().ready).toBe(1);
+      expect(await untilReady(() => t.poolState(), 1)).toBe(1);
       const big = "The quick brown fox jumps over the lazy dog. ".repeat(12_000); // 540k chars
       const order: string[] = [];
       const jobsBefore = t.poolState().jobs;
@@ -141,18 +146,10 @@ describe("the tokenizer thread's queue budget", () => {
   const CHARS = 30_000;
   const SMALL = 64 * 1024;
   /** One thread answering as the test times it; the event loop's utilization as given. */
-  const timedPool = (loopUtilization?: () => number) =>
-    new EncodePool(
-      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
-      1,
-      timed,
-      loopUtilization === undefined ? undefined : { loopUtilization },
-    );
+  const timedPool = (loopUtilization?: () => number) => fixturePool(timed, 1, loopUtilization);
   const ready = async (pool: EncodePool) => {
     pool.warm();
-    const deadline = Date.now() + 30_000;
-    while (pool.state().ready === 0 && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
+    await untilReady(() => pool.state(), 1);
   };
 
   it("queues ordinary requests by the thread's time, not by their characters", async () => {
@@ -287,16 +284,10 @@ describe("the tokenizer thread's queue budget", () => {
 describe("a tokenizer thread that dies", () => {
   it("fails its job as `closed` and leaves the pool, which starts another", async () => {
     const dying = new URL("./fixtures/tokenize/dying-encode-worker.ts", import.meta.url);
-    const pool = new EncodePool(
-      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
-      1,
-      dying,
-    );
+    const pool = fixturePool(dying, 1);
     try {
       pool.warm();
-      const deadline = Date.now() + 30_000;
-      while (pool.state().ready === 0 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 20));
+      await untilReady(() => pool.state(), 1);
       const job = pool.tryRun({ kind: "completion", prompt: "hello" }, 0);
       expect(job).not.toBeNull();
       await expect(job).rejects.toMatchObject({ code: "closed" });
@@ -316,16 +307,10 @@ describe("a tokenizer thread that dies", () => {
 
   it("fails only its own jobs: another thread's job goes on", async () => {
     const dying = new URL("./fixtures/tokenize/dying-encode-worker.ts", import.meta.url);
-    const pool = new EncodePool(
-      { dir: bundledQwen3Dir(), segmentCacheBytes: 0, mode: "auto", requests: true },
-      2,
-      dying,
-    );
+    const pool = fixturePool(dying, 2);
     try {
       pool.warm();
-      const deadline = Date.now() + 30_000;
-      while (pool.state().ready < 2 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 20));
+      await untilReady(() => pool.state(), 2);
       const slow = pool.tryRun({ kind: "completion", prompt: "slow" }, 1); // thread 1
       const dies = pool.tryRun({ kind: "completion", prompt: "x" }, 0); // thread 0
       await expect(dies).rejects.toMatchObject({ code: "closed" });
