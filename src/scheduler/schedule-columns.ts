@@ -18,7 +18,7 @@
 import { backlogPendingWeightOf, OTHER_PREFIX_MIN_SAVING } from "./backlog.js";
 import { candidateBreakdown, candidateCost, newPrefillBlocksOf, totalCostOf } from "./cost.js";
 import { computeExclusionsOf, EXCLUSION_CODES } from "./exclusion.js";
-import { selectCandidate, selectReason } from "./select.js";
+import { chosenResult, selectCandidate, selectReason } from "./select.js";
 import type {
   CandidateBreakdown,
   CandidateInput,
@@ -212,20 +212,7 @@ export function scheduleColumns(
     if (i === chosen) chosenBreakdown = breakdown[j];
   }
   const reason = selectReason(eligibleCount, sel.tie, config.temperature);
-  const chosenCandidate = chosenBreakdown!;
-  return {
-    ok: true,
-    chosen: chosenCandidate.worker,
-    chosenIndex: chosen,
-    reason,
-    temperature: config.temperature,
-    fallbacks: { allStale: ex.allStale, kvExclusionSkipped: ex.kvExclusionSkipped },
-    kvMean: ex.kvMean,
-    kvStd: ex.kvStd,
-    candidates: breakdown,
-    chosenCandidate,
-    candidatesConsidered: n,
-  };
+  return chosenResult(chosen, chosenBreakdown!, reason, config, ex, breakdown, n);
 }
 
 /**

@@ -12,7 +12,7 @@
 import { backlogPendingWeight, OTHER_PREFIX_MIN_SAVING } from "./backlog.js";
 import { candidateBreakdown, candidateCost } from "./cost.js";
 import { computeExclusions } from "./exclusion.js";
-import { selectCandidate, selectReason } from "./select.js";
+import { chosenResult, selectCandidate, selectReason } from "./select.js";
 import type {
   CandidateBreakdown,
   ScheduleInput,
@@ -94,19 +94,7 @@ export function schedule(
   let eligibleCount = 0;
   for (const e of eligible) if (e) eligibleCount++;
   const reason = selectReason(eligibleCount, sel.tie, config.temperature);
-  return {
-    ok: true,
-    chosen: candidates[sel.index]!.worker,
-    chosenIndex: sel.index,
-    reason,
-    temperature: config.temperature,
-    fallbacks: { allStale: ex.allStale, kvExclusionSkipped: ex.kvExclusionSkipped },
-    kvMean: ex.kvMean,
-    kvStd: ex.kvStd,
-    candidates: breakdown,
-    chosenCandidate: chosenBreakdown!,
-    candidatesConsidered: n,
-  };
+  return chosenResult(sel.index, chosenBreakdown!, reason, config, ex, breakdown, n);
 }
 
 /**

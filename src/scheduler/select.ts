@@ -4,7 +4,8 @@
  * the same thing whatever the scale of the costs. Randomness comes from the caller.
  */
 
-import type { SelectReason } from "./types.js";
+import type { ExclusionSummary } from "./exclusion.js";
+import type { CandidateBreakdown, ScheduleResult, SchedulerConfig, SelectReason } from "./types.js";
 
 /** Costs closer than this (relative) are a tie. */
 const TIE_EPSILON = 1e-9;
@@ -92,4 +93,32 @@ export function selectReason(eligible: number, tie: boolean, temperature: number
   if (eligible === 1) return "only_candidate";
   if (tie) return "lowest_cost_tie";
   return temperature > 0 ? "sampled" : "lowest_cost";
+}
+
+/**
+ * The answer of a decision that chose `chosen` (at `chosenIndex` among the `considered`
+ * candidates), for both scoring paths: `candidates` is the explained part of the field.
+ */
+export function chosenResult(
+  chosenIndex: number,
+  chosen: CandidateBreakdown,
+  reason: SelectReason,
+  config: SchedulerConfig,
+  ex: ExclusionSummary,
+  candidates: CandidateBreakdown[],
+  considered: number,
+): Extract<ScheduleResult, { ok: true }> {
+  return {
+    ok: true,
+    chosen: chosen.worker,
+    chosenIndex,
+    reason,
+    temperature: config.temperature,
+    fallbacks: { allStale: ex.allStale, kvExclusionSkipped: ex.kvExclusionSkipped },
+    kvMean: ex.kvMean,
+    kvStd: ex.kvStd,
+    candidates,
+    chosenCandidate: chosen,
+    candidatesConsidered: considered,
+  };
 }
