@@ -7,14 +7,11 @@
  * blocks under the adapter, not under the base model. An unknown name stays a 404.
  */
 
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { metricValue, simEntry, startGateway, startSim, until } from "./gateway-harness.js";
+import { closersAfterEach } from "./http-harness.js";
 
-let cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanup.reverse()) await c();
-  cleanup = [];
-});
+const cleanup = closersAfterEach();
 
 const prompt = (seed: number) =>
   Array.from({ length: 160 }, (_, i) => 700 + ((seed * 7919 + i * 104729) % 30000));

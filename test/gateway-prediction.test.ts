@@ -6,7 +6,7 @@
  * silent. Streaming answers are checked through their final usage chunk.
  */
 
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   metricValue,
   type RunningGateway,
@@ -15,14 +15,11 @@ import {
   startSim,
   until,
 } from "./gateway-harness.js";
+import { closersAfterEach } from "./http-harness.js";
 
 const PROMPT = Array.from({ length: 200 }, (_, i) => 900 + ((i * 104729) % 30000));
 
-let cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanup.reverse()) await c();
-  cleanup = [];
-});
+const cleanup = closersAfterEach();
 
 async function run(simBlockSize: number): Promise<{ gw: RunningGateway; metrics: string }> {
   const s = await startSim(["--block-size", String(simBlockSize)]);

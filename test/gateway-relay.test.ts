@@ -6,7 +6,7 @@
  */
 
 import { request as httpRequest, type IncomingMessage } from "node:http";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   inFlightTotal,
   metricValue,
@@ -17,6 +17,7 @@ import {
   startScripted,
   until,
 } from "./gateway-harness.js";
+import { closersAfterEach } from "./http-harness.js";
 
 const BODY = JSON.stringify({
   model: "sim-model",
@@ -26,11 +27,7 @@ const BODY = JSON.stringify({
   stream_options: { include_usage: true },
 });
 
-let cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanup.reverse()) await c();
-  cleanup = [];
-});
+const cleanup = closersAfterEach();
 
 async function gateway(raw: Record<string, unknown>): Promise<RunningGateway> {
   const gw = await startGateway(raw);

@@ -7,7 +7,7 @@
  * when capacity frees). Every case ends with nothing in flight.
  */
 
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { SimWorkerHandle } from "../src/sim/sim-worker.js";
 import {
   inFlightTotal,
@@ -22,15 +22,12 @@ import {
   startSim,
   until,
 } from "./gateway-harness.js";
+import { closersAfterEach } from "./http-harness.js";
 
 const BODY = { model: "sim-model", prompt: [11, 12, 13, 14, 15, 16, 17, 18], max_tokens: 2 };
 const OK_JSON = '{"id":"cmpl-a","object":"text_completion","choices":[]}';
 
-let cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanup.reverse()) await c();
-  cleanup = [];
-});
+const cleanup = closersAfterEach();
 
 async function gateway(raw: Record<string, unknown>): Promise<RunningGateway> {
   const gw = await startGateway(raw);

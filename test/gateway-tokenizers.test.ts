@@ -18,16 +18,12 @@ import {
   startSim,
   until,
 } from "./gateway-harness.js";
-import { startTestService } from "./http-harness.js";
+import { closersAfterEach, startTestService } from "./http-harness.js";
 
 const DIR = bundledQwen3Dir();
 const BLOCK = 16;
 
-let cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanup.reverse()) await c();
-  cleanup = [];
-});
+const cleanup = closersAfterEach();
 
 const SYSTEM =
   "You are a careful assistant for a team running an inference fleet. Answer briefly, " +

@@ -65,6 +65,20 @@ export function startsClosedAfterEach(): typeof startTestService {
   };
 }
 
+/**
+ * Closers for one test file (call once at its top level): each test's are run after it,
+ * newest first (a gateway before the workers it forwards to), one at a time.
+ */
+export function closersAfterEach(): { push(close: () => Promise<void>): void } {
+  let closers: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    const newestFirst = closers.reverse();
+    closers = [];
+    for (const close of newestFirst) await close();
+  });
+  return { push: (close) => void closers.push(close) };
+}
+
 /** `count` ascending worker declarations `w0..` with push-only load and no events. */
 export function workers(count: number, extra: Record<string, unknown> = {}) {
   return Array.from({ length: count }, (_, i) => ({
