@@ -8,7 +8,8 @@ import {
   type WorkloadKind,
   type WorkloadParams,
 } from "./generators.js";
-import { parseTraceGenArgs, TraceGenUsageError } from "./trace-gen-main.js";
+import { TraceUsageError } from "./trace-args.js";
+import { parseTraceGenArgs } from "./trace-gen-main.js";
 
 const gen = (kind: WorkloadKind, over: Partial<WorkloadParams> = {}) =>
   generateWorkload(kind, { ...defaultParams(kind), requests: 400, ...over });
@@ -104,7 +105,7 @@ describe("trace gen", () => {
     expect(o.params.requests).toBe(50);
     expect(o.params.zipf).toBe(0.8);
     expect(o.params.turns).toBe(defaultParams("chat").turns);
-    expect(() => parseTraceGenArgs(["gen", "nope"])).toThrow(TraceGenUsageError);
+    expect(() => parseTraceGenArgs(["gen", "nope"])).toThrow(TraceUsageError);
     expect(() => parseTraceGenArgs(["gen", "chat", "--rate", "0"])).toThrow(/--rate/);
     expect(() => parseTraceGenArgs(["gen", "hot-prefix", "--cold-fraction", "2"])).toThrow(
       /--cold-fraction/,

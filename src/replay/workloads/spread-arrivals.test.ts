@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseTrace } from "../trace.js";
 import { arrivalGrid, arrivalStats, spreadArrivals } from "./spread-arrivals.js";
-import { parseSpreadArgs, runSpread, TraceSpreadUsageError } from "./trace-spread-main.js";
+import { TraceUsageError } from "./trace-args.js";
+import { parseSpreadArgs, runSpread } from "./trace-spread-main.js";
 
 /** A trace on a 3 s grid: bursts of `size` requests at 0, 3000, 6000 … (ids in file order). */
 const burst = (groups: number, size: number) =>
@@ -68,9 +69,7 @@ describe("trace spread", () => {
     );
     expect(runSpread(o, (s) => err.push(s))).toBe(1);
     expect(err.at(-1)).toMatch(/line 2/);
-    expect(() => parseSpreadArgs(["spread", inFile, "--window-ms", "-1"])).toThrow(
-      TraceSpreadUsageError,
-    );
+    expect(() => parseSpreadArgs(["spread", inFile, "--window-ms", "-1"])).toThrow(TraceUsageError);
     expect(() => parseSpreadArgs(["spread"])).toThrow("FILE is required");
     expect(runSpread({ ...o, file: join(dir, "missing.jsonl") }, (s) => err.push(s))).toBe(1);
     expect(err.at(-1)).toMatch(/cannot read .*missing\.jsonl/);

@@ -5,7 +5,6 @@
  */
 
 import { writeFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import {
   defaultParams,
   generateWorkload,
@@ -14,12 +13,8 @@ import {
   WORKLOAD_KINDS,
   type WorkloadParams,
 } from "./generators.js";
-import {
-  parseSpreadArgs,
-  runSpread,
-  SPREAD_USAGE,
-  TraceSpreadUsageError,
-} from "./trace-spread-main.js";
+import { parseTraceArgs, runTraceCommand, TraceUsageError } from "./trace-args.js";
+import { parseSpreadArgs, runSpread, SPREAD_USAGE } from "./trace-spread-main.js";
 
 export const TRACE_USAGE = `usage: kvrouter trace gen KIND [options] [--out FILE]
 
@@ -66,38 +61,19 @@ const FLAGS: Record<string, keyof WorkloadParams> = {
 const INTEGER = new Set(["requests", "seed", "prompts", "fanout-max"]);
 const FRACTION = new Set(["fanout-probability", "cold-fraction"]);
 
-/** A bad command line; the message names the flag. */
-export class TraceGenUsageError extends Error {
-  override name = "TraceGenUsageError";
-}
-
 /** Parse `gen KIND …`; null for --help. */
 export function parseTraceGenArgs(
   argv: readonly string[],
 ): { kind: (typeof WORKLOAD_KINDS)[number]; params: WorkloadParams; out: string | null } | null {
-  let parsed: ReturnType<typeof parseArgs>;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      strict: true,
-      options: {
-        ...Object.fromEntries(Object.keys(FLAGS).map((f) => [f, { type: "string" as const }])),
-        out: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (err) {
-    throw new TraceGenUsageError((err as Error).message);
-  }
-  const v = parsed.values as Record<string, string | boolean | undefined>;
+  const parsed = parseTraceArgs(argv, [...Object.keys(FLAGS), "out"]);
+  const v = parsed.values;
   if (v.help) return null;
   const [verb, kind, extra] = parsed.positionals;
-  if (verb !== "gen") throw new TraceGenUsageError(`expected 'gen', got '${verb ?? ""}'`);
+  if (verb !== "gen") throw new TraceUsageError(`expected 'gen', got '${verb ?? ""}'`);
   if (kind === undefined || !isWorkloadKind(kind)) {
-    throw new TraceGenUsageError(`KIND must be one of ${WORKLOAD_KINDS.join(", ")}`);
+    throw new TraceUsageError(`KIND must be one of ${WORKLOAD_KINDS.join(", ")}`);
   }
-  if (extra !== undefined) throw new TraceGenUsageError(`unexpected argument '${extra}'`);
+  if (extra !== undefined) throw new TraceUsageError(`unexpected argument '${extra}'`);
   const params: Record<string, number> = { ...defaultParams(kind) };
   for (const [flag, key] of Object.entries(FLAGS)) {
     const raw = v[flag];
@@ -122,7 +98,7 @@ export function parseTraceGenArgs(
             : FRACTION.has(flag)
               ? "a number in [0, 1]"
               : "a number > 0";
-      throw new TraceGenUsageError(`--${flag} must be ${what}, got '${raw}'`);
+      throw new TraceUsageError(`--${flag} must be ${what}, got '${raw}'`);
     }
     params[key] = x;
   }
@@ -135,37 +111,21 @@ export function parseTraceGenArgs(
 
 /** Entry point; returns the exit code (0 ok, 1 bad trace, 2 bad usage). */
 export async function main(argv: string[]): Promise<number> {
-  if (argv[0] === "spread") return spread(argv);
-  let o: ReturnType<typeof parseTraceGenArgs>;
-  try {
-    o = parseTraceGenArgs(argv);
-  } catch (err) {
-    if (!(err instanceof TraceGenUsageError)) throw err;
-    process.stderr.write(`kvrouter trace: ${err.message}\n\n${TRACE_USAGE}`);
-    return 2;
+  if (argv[0] === "spread") {
+    return runTraceCommand(
+      () => parseSpreadArgs(argv),
+      SPREAD_USAGE,
+      (o) => runSpread(o, (s) => process.stderr.write(s)),
+    );
   }
-  if (o === null) {
-    process.stdout.write(TRACE_USAGE);
-    return 0;
-  }
-  const text = toJsonl(generateWorkload(o.kind, o.params));
-  if (o.out === null) process.stdout.write(text);
-  else writeFileSync(o.out, text);
-  return 0;
-}
-
-function spread(argv: string[]): number {
-  let o: ReturnType<typeof parseSpreadArgs>;
-  try {
-    o = parseSpreadArgs(argv);
-  } catch (err) {
-    if (!(err instanceof TraceSpreadUsageError)) throw err;
-    process.stderr.write(`kvrouter trace: ${err.message}\n\n${SPREAD_USAGE}`);
-    return 2;
-  }
-  if (o === null) {
-    process.stdout.write(SPREAD_USAGE);
-    return 0;
-  }
-  return runSpread(o, (s) => process.stderr.write(s));
+  return runTraceCommand(
+    () => parseTraceGenArgs(argv),
+    TRACE_USAGE,
+    (o) => {
+      const text = toJsonl(generateWorkload(o.kind, o.params));
+      if (o.out === null) process.stdout.write(text);
+      else writeFileSync(o.out, text);
+      return 0;
+    },
+  );
 }

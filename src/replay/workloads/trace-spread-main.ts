@@ -6,9 +6,9 @@
  */
 
 import { readFileSync, writeFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { parseTraceLine, TraceFormatError } from "../trace.js";
 import { arrivalGrid, arrivalStats, spreadArrivals, type TimedLine } from "./spread-arrivals.js";
+import { parseTraceArgs, TraceUsageError } from "./trace-args.js";
 
 export const SPREAD_USAGE = `usage: kvrouter trace spread FILE [--window-ms X] [--seed S] [--out FILE]
 
@@ -22,10 +22,6 @@ timestamp, keeping their order: for traces whose arrivals are rounded to a coars
   --out FILE              write here instead of stdout
 `;
 
-export class TraceSpreadUsageError extends Error {
-  override name = "TraceSpreadUsageError";
-}
-
 export interface SpreadArgs {
   readonly file: string;
   /** null: the trace's grid. */
@@ -36,34 +32,19 @@ export interface SpreadArgs {
 
 /** Parse `spread FILE …` (argv after `trace`); null for --help. */
 export function parseSpreadArgs(argv: readonly string[]): SpreadArgs | null {
-  let parsed: ReturnType<typeof parseArgs>;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      strict: true,
-      options: {
-        "window-ms": { type: "string" },
-        seed: { type: "string" },
-        out: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (err) {
-    throw new TraceSpreadUsageError((err as Error).message);
-  }
-  const v = parsed.values as Record<string, string | boolean | undefined>;
+  const parsed = parseTraceArgs(argv, ["window-ms", "seed", "out"]);
+  const v = parsed.values;
   if (v.help) return null;
   const [verb, file, extra] = parsed.positionals;
-  if (verb !== "spread") throw new TraceSpreadUsageError(`expected 'spread', got '${verb ?? ""}'`);
-  if (file === undefined) throw new TraceSpreadUsageError("FILE is required");
-  if (extra !== undefined) throw new TraceSpreadUsageError(`unexpected argument '${extra}'`);
+  if (verb !== "spread") throw new TraceUsageError(`expected 'spread', got '${verb ?? ""}'`);
+  if (file === undefined) throw new TraceUsageError("FILE is required");
+  if (extra !== undefined) throw new TraceUsageError(`unexpected argument '${extra}'`);
   const num = <T>(flag: string, fallback: T, ok: (x: number) => boolean, what: string) => {
     const raw = v[flag];
     if (typeof raw !== "string") return fallback;
     const x: number | T = Number(raw);
     if (raw.trim() === "" || !ok(x)) {
-      throw new TraceSpreadUsageError(`--${flag} must be ${what}, got '${raw}'`);
+      throw new TraceUsageError(`--${flag} must be ${what}, got '${raw}'`);
     }
     return x;
   };
