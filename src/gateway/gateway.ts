@@ -234,7 +234,7 @@ export class Gateway {
       }
       const sent = await this.#attempts(call, req, target, tokens, away);
       const ownBeforeMs = sent.sentAt - t0 - away.ms;
-      return this.#commit(label, tokens, sent, t0, ownBeforeMs, req.prompt?.kind);
+      return this.#commit(label, tokens.real, sent, t0, ownBeforeMs, req.prompt?.kind);
     } catch (err) {
       if (err instanceof ClientGoneError || call.signal.aborted) {
         outcome("aborted");
@@ -459,7 +459,8 @@ export class Gateway {
 
   #commit(
     label: string,
-    tokens: PromptTokens,
+    /** Whether the ids routed on were the real prompt (else the prediction check is moot). */
+    realTokens: boolean,
     sent: Sent,
     t0: number,
     ownBeforeMs: number,
@@ -526,7 +527,7 @@ export class Gateway {
             "worker's answer failed after the first byte",
           );
         }
-        if (end.kind !== "complete" || scanner === null || !tokens.real) return;
+        if (end.kind !== "complete" || scanner === null || !realTokens) return;
         const usage = scanner.result();
         // The engine counted a different prompt: the ids the router keyed are not the
         // engine's (tokenizer, chat template, special tokens), so no block can match.
