@@ -12,6 +12,7 @@ import { type CompareOptions, runJob } from "./compare.js";
 import { POLICY_NAMES, type PolicyName, VARIANT_POLICY_NAMES } from "./policies.js";
 import { overlapLate, ttftLowerBounds } from "./tail-bound.js";
 import { tailReport } from "./tail-report.js";
+import { randomTrace } from "./test-helpers.js";
 import type { TraceRequest } from "./trace.js";
 
 // 1,000 tokens/s and 500 ms per prefill: a prompt of t uncached tokens takes 500 + t ms.
@@ -114,56 +115,6 @@ describe("more requests in prefill at once than workers", () => {
     expect(overlapLate(arrival, prefill, bound, line, 1)).toBe(1);
   });
 });
-
-/** A seeded xorshift in [0, 1). */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 2 ** 32;
-  };
-}
-
-/**
- * Conversations that grow (each turn extends its history by 1–4 blocks) and new prompts,
- * in bursts and lulls, so that prefixes are shared by requests arriving close together.
- */
-function randomTrace(seed: number, n: number): TraceRequest[] {
-  const r = rng(seed);
-  const histories: number[][] = [];
-  let nextId = 1;
-  let t = 0;
-  const out: TraceRequest[] = [];
-  for (let i = 0; i < n; i++) {
-    t += r() < 0.3 ? 0 : Math.floor(r() * (r() < 0.2 ? 4000 : 600));
-    let ids: number[];
-    if (histories.length > 0 && r() < 0.6) {
-      const h = histories[Math.floor(r() * histories.length)]!;
-      const add = 1 + Math.floor(r() * 4);
-      ids = [...h];
-      for (let k = 0; k < add; k++) ids.push(nextId++);
-      histories[histories.indexOf(h)] = ids;
-    } else {
-      const len = 1 + Math.floor(r() * 6);
-      ids = [];
-      for (let k = 0; k < len; k++) ids.push(nextId++);
-      histories.push(ids);
-    }
-    const inputLength = (ids.length - 1) * 512 + 1 + Math.floor(r() * 511);
-    out.push({
-      index: i,
-      arrivalMs: t,
-      inputLength,
-      outputLength: 1 + Math.floor(r() * 40),
-      hashIds: ids,
-    });
-  }
-  return out;
-}
 
 describe("the bounds against every policy on random traces", () => {
   it("no TTFT below its bound, and never fewer above a line than proven", () => {
