@@ -9,9 +9,12 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_SCHEDULER_CONFIG } from "../scheduler/defaults.js";
 import { type CompareOptions, runJob } from "./compare.js";
+import { verdict } from "./matrix-tail.js";
 import { POLICY_NAMES, type PolicyName, VARIANT_POLICY_NAMES } from "./policies.js";
+import type { RequestOutcome } from "./sim-fleet.js";
 import { overlapLate, ttftLowerBounds } from "./tail-bound.js";
-import { tailReport } from "./tail-report.js";
+import { collectTail } from "./tail-data.js";
+import { formatTailReport, tailReport } from "./tail-report.js";
 import { randomTrace } from "./test-helpers.js";
 import type { TraceRequest } from "./trace.js";
 
@@ -70,6 +73,51 @@ describe("the wait for the prompt that holds the prefix", () => {
     expect(Array.from(two.ttftMs)).toEqual([3500, 3600]); // B cold on the other worker
     const r = tailReport("round_robin", two, 1500, 2);
     expect([r.lineMs, r.forced, r.overlapLate, r.unreachable]).toEqual([3000, 2, 0, true]);
+  });
+});
+
+describe("the bounds' check on a run", () => {
+  it("a TTFT below its bound is counted, and nothing is called proven", () => {
+    // The trace of the first test, with outcomes no fleet can produce: B hits A's 2,992
+    // tokens on the other worker at 1 s, before A is computed (TTFT 608 ms < 3,108 ms).
+    // Its hit is within the best possible, so only the TTFT check catches it.
+    const trace = [at(0, 0, 3000, [1, 2, 3, 4, 5, 6]), at(1, 1, 3100, [1, 2, 3, 4, 5, 6, 7])];
+    const outcome = (
+      index: number,
+      worker: number,
+      hit: number,
+      prefill: number,
+    ): RequestOutcome => {
+      const a = index * 1000;
+      return {
+        index,
+        worker,
+        arrivalMs: a,
+        inputTokens: trace[index]!.inputLength,
+        outputTokens: 1,
+        hitTokens: hit,
+        startMs: a,
+        firstTokenMs: a + prefill,
+        doneMs: a + prefill + 25,
+        rejected: false,
+      };
+    };
+    const d = collectTail(trace, [outcome(0, 0, 0, 3500), outcome(1, 1, 2992, 608)], 2, timing, 16);
+    expect([d.hitAboveBest, d.ttftBelowBound]).toEqual([0, 1]);
+    const r = tailReport("kv", d, 250, 2); // line 500 ms: both bounds above it
+    expect([r.forced, r.allowance, r.unreachable]).toEqual([2, 0, false]);
+    expect(formatTailReport(r)).toContain("1 requests' TTFT below their bound");
+    expect(verdict(r)).toBe("not met (bound failed its check)");
+    // The same with B waiting for A on its worker: consistent, proven.
+    const ok = collectTail(
+      trace,
+      [outcome(0, 0, 0, 3500), { ...outcome(1, 0, 2992, 608), startMs: 3500, firstTokenMs: 4108 }],
+      2,
+      timing,
+      16,
+    );
+    expect(ok.ttftBelowBound).toBe(0);
+    expect(tailReport("kv", ok, 250, 2).unreachable).toBe(true);
   });
 });
 

@@ -61,6 +61,8 @@ export interface TailData {
   readonly firstFreeWaitMs: Float64Array;
   /** Requests whose real hit exceeded `bestHitTokens` (must be 0: the bound's check). */
   readonly hitAboveBest: number;
+  /** Requests whose TTFT was below `boundMs` (must be 0: the bound's check). */
+  readonly ttftBelowBound: number;
   /** The fleet's size (at most this many prompts are in prefill at once). */
   readonly workers: number;
 }
@@ -120,6 +122,7 @@ export function collectTail(
   const startedBy = new Int32Array(workers); // entries of each list with start ≤ now
   const lastEnd = new Float64Array(workers).fill(Number.NEGATIVE_INFINITY);
   let hitAboveBest = 0;
+  let ttftBelowBound = 0;
   for (let k = 0; k < n; k++) {
     const o = served[k]!;
     const a = o.arrivalMs;
@@ -137,6 +140,7 @@ export function collectTail(
     d.prefillMs[k] = o.firstTokenMs - o.startMs;
     d.prefillBoundMs[k] = bounds.prefillBoundMs[o.index]!;
     d.boundMs[k] = bounds.ttftBoundMs[o.index]!;
+    if (d.ttftMs[k]! < d.boundMs[k]! - 1e-6) ttftBelowBound++;
     let firstFree = Number.POSITIVE_INFINITY;
     for (let v = 0; v < workers; v++) firstFree = Math.min(firstFree, Math.max(a, lastEnd[v]!));
     d.firstFreeWaitMs[k] = firstFree - a;
@@ -160,5 +164,5 @@ export function collectTail(
     d.busyAheadMs[k] = ahead + (sums[w]![j]! - sums[w]![before]!);
     lastEnd[w] = Math.max(lastEnd[w]!, o.firstTokenMs);
   }
-  return { ...d, hitAboveBest, workers };
+  return { ...d, hitAboveBest, ttftBelowBound, workers };
 }

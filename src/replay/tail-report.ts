@@ -99,6 +99,13 @@ export interface TailReport {
   readonly aboveOnFirstFree: number;
   /** Requests whose real hit exceeded the bound's best hit (0, or the bound is wrong). */
   readonly hitAboveBest: number;
+  /**
+   * The bounds' checks on this run: requests whose TTFT was below their bound, and
+   * whether fewer requests were above the line than forced + overlapLate (0 and false,
+   * or a bound is wrong and nothing is called proven).
+   */
+  readonly ttftBelowBound: number;
+  readonly fewerAboveThanProven: boolean;
 }
 
 /** n − ⌈0.99·n⌉: requests that may exceed the line with the p99 still on or under it. */
@@ -193,11 +200,17 @@ export function tailReport(
     forced,
     overlapLate: late,
     p99FloorMs: percentile(Float64Array.from(d.boundMs).sort(), 99),
-    unreachable: forced + late > allowance && d.hitAboveBest === 0,
+    unreachable:
+      forced + late > allowance &&
+      d.hitAboveBest === 0 &&
+      d.ttftBelowBound === 0 &&
+      above >= forced + late,
     room: allowance - forced - late,
     classes,
     aboveOnFirstFree,
     hitAboveBest: d.hitAboveBest,
+    ttftBelowBound: d.ttftBelowBound,
+    fewerAboveThanProven: above < forced + late,
   };
 }
 
@@ -252,6 +265,11 @@ export function formatTailReport(r: TailReport): string {
   if (r.hitAboveBest > 0) {
     out.push(
       `  WARNING: ${r.hitAboveBest} requests hit more than the best possible prefix: the lower bound is wrong, nothing below is proven`,
+    );
+  }
+  if (r.ttftBelowBound > 0 || r.fewerAboveThanProven) {
+    out.push(
+      `  WARNING: ${r.ttftBelowBound} requests' TTFT below their bound${r.fewerAboveThanProven ? ", and fewer above the line than forced + overlap" : ""}: a bound is wrong, nothing below is proven`,
     );
   }
   const proven =
