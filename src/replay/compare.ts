@@ -6,6 +6,7 @@
 import { RadixTreeIndex } from "../index/radix-tree.js";
 import type { SchedulerConfig } from "../scheduler/types.js";
 import { deriveSeed, seededRng } from "../util/rng.js";
+import { EarliestFirstTokenPolicy } from "./earliest-first-token.js";
 import { KvPolicy } from "./kv-policy.js";
 import { type KvPredictOptions, type KvPredictStats, SERVICE_PREDICT } from "./kv-predict.js";
 import { AibrixPrefixCachePolicy } from "./peers/aibrix-prefix-cache.js";
@@ -96,6 +97,8 @@ export function makePolicy(
       return new RandomPolicy(fleet, seededRng(deriveSeed(o.seed, "random")));
     case "least_loaded":
       return new LeastLoadedPolicy(fleet);
+    case "earliest_first_token":
+      return new EarliestFirstTokenPolicy(fleet.size, o.timing, o.blockSize);
     case "sglang_cache_aware":
       return new SglangCacheAwarePolicy(fleet, o.blockSize);
     case "llmd_precise":

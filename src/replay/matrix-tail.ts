@@ -58,8 +58,14 @@ export function verdict(t: TailReport): string {
       : "";
   if (t.met) return `met${dropped}`;
   if (t.requests === 0) return "not met (served no request)";
-  if (t.hitAboveBest > 0) return `not met (bound failed its check)${dropped}`;
-  if (t.unreachable) return `not met; unreachable (forced ${t.forced} > ${t.allowance})${dropped}`;
+  if (t.hitAboveBest > 0 || t.ttftBelowBound > 0 || t.fewerAboveThanProven) {
+    return `not met (bound failed its check)${dropped}`;
+  }
+  if (t.unreachable) {
+    const why =
+      t.overlapLate > 0 ? `forced ${t.forced} + overlap ${t.overlapLate}` : `forced ${t.forced}`;
+    return `not met; unreachable (${why} > ${t.allowance})${dropped}`;
+  }
   return `not met; not proven unreachable (room ${t.room})${dropped}`;
 }
 

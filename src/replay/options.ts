@@ -42,7 +42,9 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --policy P                ${BASELINE_POLICY_NAMES.join(" | ")} |
                             ${PEER_POLICY_NAMES.join(" | ")} |
                             baselines | peers | all (default all); repeatable;
-                            also kv_nopredict: kv without predict-on-route
+                            also kv_nopredict: kv without predict-on-route, and
+                            earliest_first_token: each request where its first token
+                            comes soonest, from the fleet's exact state (a yardstick)
   --reference               also run one worker holding the whole fleet's capacity and
                             throughput (the hit rate routing should approach)
   --block-size B            tokens per KV block, engine and router (default 16)

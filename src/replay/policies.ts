@@ -23,11 +23,13 @@ export const PEER_POLICY_NAMES = [
 /** What `--policy all` runs: our router, the baselines and the peers. */
 export const POLICY_NAMES = [...BASELINE_POLICY_NAMES, ...PEER_POLICY_NAMES] as const;
 /**
- * Variants of `kv` asked for by name only (not in `all`): `kv_nopredict` is the router
- * without predict-on-route, as the replay ran `kv` before 2026-11-23 (its figures stay
+ * Policies asked for by name only (not in `all`): `kv_nopredict` is the router without
+ * predict-on-route, as the replay ran `kv` before 2026-11-23 (its figures stay
  * reproducible); `kv` itself runs predict-on-route at the service default.
+ * `earliest_first_token` is a yardstick that knows the present exactly
+ * (`earliest-first-token.ts`).
  */
-export const VARIANT_POLICY_NAMES = ["kv_nopredict"] as const;
+export const VARIANT_POLICY_NAMES = ["kv_nopredict", "earliest_first_token"] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number] | (typeof VARIANT_POLICY_NAMES)[number];
 
 export function isPolicyName(s: string): s is PolicyName {

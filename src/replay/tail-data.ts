@@ -12,14 +12,17 @@
  * whole trace (`ceiling.ts`; counted from hash_ids, which can only overstate the shared
  * prefix, never understate it). So TTFT ≥ prefillMs(inputLength − bestHit) under any
  * placement. Every run checks it: a request whose real hit exceeds that best is counted
- * in `hitAboveBest` (the report then refuses to call anything proven).
+ * in `hitAboveBest` (the report then refuses to call anything proven). The TTFT bound
+ * also counts the wait for the prompt that holds that prefix (`tail-bound.ts`): the bound
+ * kept here is the stronger one, with the prefill bound beside it.
  *
  * Memory: a dozen numbers per served request, in typed arrays (12,031 requests ≈ 1 MB).
  */
 
 import { infiniteCacheCeiling } from "./ceiling.js";
 import type { RequestOutcome } from "./sim-fleet.js";
-import { prefillMs, type TimingModel } from "./timing-model.js";
+import { ttftLowerBounds } from "./tail-bound.js";
+import type { TimingModel } from "./timing-model.js";
 import type { TraceRequest } from "./trace.js";
 
 /** One run's per-request tail figures (served requests, in trace order). Times in ms. */
@@ -27,6 +30,7 @@ export interface TailData {
   /** Trace index of each served request. */
   readonly index: Int32Array;
   readonly worker: Int32Array;
+  readonly arrivalMs: Float64Array;
   readonly inputTokens: Int32Array;
   /** Prompt tokens its worker's cache served. */
   readonly hitTokens: Int32Array;
@@ -37,7 +41,12 @@ export interface TailData {
   readonly waitMs: Float64Array;
   /** Start of prefill to first token. */
   readonly prefillMs: Float64Array;
-  /** TTFT lower bound under any router: prefill with the best hit, no wait. */
+  /** Prefill with the best hit: a lower bound on its prefill on any worker. */
+  readonly prefillBoundMs: Float64Array;
+  /**
+   * TTFT lower bound under any router: the prefill bound, or less prefill after waiting
+   * for the earlier prompt that holds the prefix to be computed (`tail-bound.ts`).
+   */
   readonly boundMs: Float64Array;
   /** What was left of the prefill in progress on its worker when it arrived (0: none). */
   readonly aheadMs: Float64Array;
@@ -52,6 +61,10 @@ export interface TailData {
   readonly firstFreeWaitMs: Float64Array;
   /** Requests whose real hit exceeded `bestHitTokens` (must be 0: the bound's check). */
   readonly hitAboveBest: number;
+  /** Requests whose TTFT was below `boundMs` (must be 0: the bound's check). */
+  readonly ttftBelowBound: number;
+  /** The fleet's size (at most this many prompts are in prefill at once). */
+  readonly workers: number;
 }
 
 /** Each request's best possible hit in tokens: one infinite cache fed the whole trace. */
@@ -72,18 +85,21 @@ export function collectTail(
   timing: TimingModel,
   blockSize: number,
 ): TailData {
-  const best = bestPossibleHits(requests, blockSize);
+  const bounds = ttftLowerBounds(requests, timing, blockSize);
+  const best = bounds.bestHitTokens;
   const served = outcomes.filter((o) => !o.rejected);
   const n = served.length;
   const d = {
     index: new Int32Array(n),
     worker: new Int32Array(n),
+    arrivalMs: new Float64Array(n),
     inputTokens: new Int32Array(n),
     hitTokens: new Int32Array(n),
     bestHitTokens: new Int32Array(n),
     ttftMs: new Float64Array(n),
     waitMs: new Float64Array(n),
     prefillMs: new Float64Array(n),
+    prefillBoundMs: new Float64Array(n),
     boundMs: new Float64Array(n),
     aheadMs: new Float64Array(n),
     aheadIndex: new Int32Array(n).fill(-1),
@@ -106,6 +122,7 @@ export function collectTail(
   const startedBy = new Int32Array(workers); // entries of each list with start ≤ now
   const lastEnd = new Float64Array(workers).fill(Number.NEGATIVE_INFINITY);
   let hitAboveBest = 0;
+  let ttftBelowBound = 0;
   for (let k = 0; k < n; k++) {
     const o = served[k]!;
     const a = o.arrivalMs;
@@ -113,6 +130,7 @@ export function collectTail(
     const b = best[o.index]!;
     d.index[k] = o.index;
     d.worker[k] = w;
+    d.arrivalMs[k] = a;
     d.inputTokens[k] = o.inputTokens;
     d.hitTokens[k] = o.hitTokens;
     d.bestHitTokens[k] = b;
@@ -120,7 +138,9 @@ export function collectTail(
     d.ttftMs[k] = o.firstTokenMs - a;
     d.waitMs[k] = o.startMs - a;
     d.prefillMs[k] = o.firstTokenMs - o.startMs;
-    d.boundMs[k] = prefillMs(timing, o.inputTokens - b);
+    d.prefillBoundMs[k] = bounds.prefillBoundMs[o.index]!;
+    d.boundMs[k] = bounds.ttftBoundMs[o.index]!;
+    if (d.ttftMs[k]! < d.boundMs[k]! - 1e-6) ttftBelowBound++;
     let firstFree = Number.POSITIVE_INFINITY;
     for (let v = 0; v < workers; v++) firstFree = Math.min(firstFree, Math.max(a, lastEnd[v]!));
     d.firstFreeWaitMs[k] = firstFree - a;
@@ -144,5 +164,5 @@ export function collectTail(
     d.busyAheadMs[k] = ahead + (sums[w]![j]! - sums[w]![before]!);
     lastEnd[w] = Math.max(lastEnd[w]!, o.firstTokenMs);
   }
-  return { ...d, hitAboveBest };
+  return { ...d, hitAboveBest, ttftBelowBound, workers };
 }

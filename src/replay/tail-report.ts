@@ -21,12 +21,17 @@
  * - `slots`: the rest — it waited while its worker's prefill was idle, for a running slot
  *   or free KV blocks.
  *
+ * Besides the forced requests, `overlapLate` more must be above the line under any router:
+ * more requests under it would have to be in prefill at one instant than there are
+ * workers (`tail-bound.ts`, point 2). forced + overlapLate is the proven count.
+ *
  * Also counted: requests above the line even had they started on the worker that freed
  * first at their arrival with the best possible hit (`aboveOnFirstFree`; the run's other
  * placements kept, so an estimate, not a bound over routers).
  */
 
 import { percentile } from "./metrics.js";
+import { overlapLate } from "./tail-bound.js";
 import type { TailData } from "./tail-data.js";
 
 /** `--tail-report`, `--tail-factor`, `--tail-policy`. */
@@ -76,19 +81,31 @@ export interface TailReport {
   /** Requests above the line under any router (their lower bound is above it). */
   readonly forced: number;
   /**
+   * Of the others, how many must be above the line under any router all the same: more
+   * of them would have to be in prefill at one instant than there are workers.
+   */
+  readonly overlapLate: number;
+  /**
    * The p99 of the per-request lower bounds: no router's p99 can be below it (each
    * request's TTFT is at least its bound, so every order statistic is too).
    */
   readonly p99FloorMs: number;
-  /** forced > allowance (and the bound checked out): no placement meets the goal. */
+  /** forced + overlapLate > allowance (and the bound checked out): no placement meets the goal. */
   readonly unreachable: boolean;
-  /** allowance − forced: room left for every other cause (negative when unreachable). */
+  /** allowance − forced − overlapLate: room left for every other cause (negative when unreachable). */
   readonly room: number;
   readonly classes: Readonly<Record<TailClass, TailClassStats>>;
   /** Above the line even on the first-free worker with the best hit (an estimate). */
   readonly aboveOnFirstFree: number;
   /** Requests whose real hit exceeded the bound's best hit (0, or the bound is wrong). */
   readonly hitAboveBest: number;
+  /**
+   * The bounds' checks on this run: requests whose TTFT was below their bound, and
+   * whether fewer requests were above the line than forced + overlapLate (0 and false,
+   * or a bound is wrong and nothing is called proven).
+   */
+  readonly ttftBelowBound: number;
+  readonly fewerAboveThanProven: boolean;
 }
 
 /** n − ⌈0.99·n⌉: requests that may exceed the line with the p99 still on or under it. */
@@ -166,6 +183,7 @@ export function tailReport(
   >;
   const allowance = p99Allowance(n);
   const forced = members.forced.length;
+  const late = overlapLate(d.arrivalMs, d.prefillBoundMs, d.boundMs, lineMs, d.workers);
   const p99Ms = percentile(Float64Array.from(d.ttftMs).sort(), 99);
   return {
     policy,
@@ -180,12 +198,19 @@ export function tailReport(
     above,
     met: n > 0 && Number.isFinite(p99Ms) && above <= allowance,
     forced,
+    overlapLate: late,
     p99FloorMs: percentile(Float64Array.from(d.boundMs).sort(), 99),
-    unreachable: forced > allowance && d.hitAboveBest === 0,
-    room: allowance - forced,
+    unreachable:
+      forced + late > allowance &&
+      d.hitAboveBest === 0 &&
+      d.ttftBelowBound === 0 &&
+      above >= forced + late,
+    room: allowance - forced - late,
     classes,
     aboveOnFirstFree,
     hitAboveBest: d.hitAboveBest,
+    ttftBelowBound: d.ttftBelowBound,
+    fewerAboveThanProven: above < forced + late,
   };
 }
 
@@ -242,13 +267,23 @@ export function formatTailReport(r: TailReport): string {
       `  WARNING: ${r.hitAboveBest} requests hit more than the best possible prefix: the lower bound is wrong, nothing below is proven`,
     );
   }
+  if (r.ttftBelowBound > 0 || r.fewerAboveThanProven) {
+    out.push(
+      `  WARNING: ${r.ttftBelowBound} requests' TTFT below their bound${r.fewerAboveThanProven ? ", and fewer above the line than forced + overlap" : ""}: a bound is wrong, nothing below is proven`,
+    );
+  }
+  const proven =
+    r.overlapLate > 0
+      ? `forced ${r.forced} + overlap ${r.overlapLate} = ${r.forced + r.overlapLate}`
+      : `forced ${r.forced}`;
   out.push(
     `  p99 floor (p99 of the per-request bounds; no router's p99 is lower): ${s(r.p99FloorMs)} s = ${(r.p99FloorMs / r.referenceP99Ms).toFixed(2)} × the reference's`,
-    r.forced <= r.allowance
-      ? `  forced ${r.forced} ≤ ${r.allowance} allowed: not proven unreachable; room for ${r.room} more above the line from every other cause`
+    `  overlap: of the rest, more would have to be in prefill at one instant than there are workers: ${r.overlapLate} more above the line under any router`,
+    r.forced + r.overlapLate <= r.allowance
+      ? `  ${proven} ≤ ${r.allowance} allowed: not proven unreachable; room for ${r.room} more above the line from every other cause`
       : r.unreachable
-        ? `  forced ${r.forced} > ${r.allowance} allowed: no placement meets the goal (proof: each forced request's own prefill, with the longest prefix any earlier request left and no queue, is above the line)`
-        : `  forced ${r.forced} > ${r.allowance} allowed, but the bound failed its check (above): nothing is proven about other placements`,
+        ? `  ${proven} > ${r.allowance} allowed: no placement meets the goal (proof: each forced request's TTFT bound — its prefill with the longest prefix any earlier request left, after that request's own bound — is above the line${r.overlapLate > 0 ? "; the overlapping ones cannot all be in prefill at once" : ""})`
+        : `  ${proven} > ${r.allowance} allowed, but the bound failed its check (above): nothing is proven about other placements`,
   );
   const rows = TAIL_CLASSES.map((c) => {
     const x = r.classes[c];

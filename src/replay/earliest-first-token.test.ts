@@ -1,0 +1,89 @@
+/**
+ * `earliest_first_token` (the yardstick that knows the present): its choices on a trace
+ * worked out by hand, and its copy of the fleet's state exact on random traces with
+ * unlimited caches and slots to spare — every first token where it expected it.
+ */
+
+import { describe, expect, it } from "vitest";
+import { DEFAULT_SCHEDULER_CONFIG } from "../scheduler/defaults.js";
+import { type CompareOptions, runJob } from "./compare.js";
+import { EarliestFirstTokenPolicy } from "./earliest-first-token.js";
+import { runReplay } from "./run-replay.js";
+import { randomTrace } from "./test-helpers.js";
+import type { TraceRequest } from "./trace.js";
+
+// 1,000 tokens/s and 500 ms per prefill: a prompt of t uncached tokens takes 500 + t ms.
+const timing = {
+  prefillTokensPerSec: 1000,
+  prefillOverheadMs: 500,
+  decodeMsPerToken: 25,
+  maxNumSeqs: 64,
+};
+
+const opts: CompareOptions = {
+  workers: 2,
+  capacityBlocks: null,
+  blockSize: 16,
+  timing,
+  seed: 1,
+  eventDelayMs: 5,
+  scrapeIntervalMs: 1000,
+  policies: ["earliest_first_token"],
+  scheduler: DEFAULT_SCHEDULER_CONFIG,
+  reference: false,
+  tail: { factor: 2, policies: ["earliest_first_token"] },
+};
+
+const at = (index: number, s: number, inputLength: number, hashIds: number[]): TraceRequest => ({
+  index,
+  arrivalMs: s * 1000,
+  inputLength,
+  outputLength: 1,
+  hashIds,
+});
+
+describe("earliest_first_token", () => {
+  it("sends each request where its first token comes soonest, worked out by hand", () => {
+    const trace = [
+      // A at 0: both workers free, 3.5 s on either: w0 (the first of equals).
+      at(0, 0, 3000, [1, 2, 3, 4, 5, 6]),
+      // B at 1 s, A's 3,000 tokens (2,992 in pages) + 100: on w0 after A, 3.5 + 0.608 =
+      // 4.108 s; cold on w1, 1 + 3.6 = 4.6 s → w0, TTFT 3.108 s (waits for the cache).
+      at(1, 1, 3100, [1, 2, 3, 4, 5, 6, 7]),
+      // C at 1 s, 200 new tokens: w0 after B, 4.808 s; w1 free, 1.7 s → w1.
+      at(2, 1, 200, [50]),
+      // D at 1.2 s, B's prefix again + 2,000 new tokens (5,100): w0 after B, 4.108 +
+      // 0.5 + (5,100 − 3,088) / 1,000 = 6.62 s; w1 after C (1.7 s) cold: 1.7 + 5.6 =
+      // 7.3 s → w0.
+      at(3, 1.2, 5100, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
+    ];
+    const d = runJob(trace, "earliest_first_token", opts).tailData!;
+    expect(Array.from(d.worker)).toEqual([0, 0, 1, 0]);
+    expect(Array.from(d.ttftMs, (x) => Math.round(x))).toEqual([3500, 3108, 700, 5420]);
+  });
+
+  it("knows the fleet exactly with unlimited caches and slots to spare", () => {
+    for (const seed of [1, 2, 3]) {
+      const trace = randomTrace(seed, 120);
+      let policy: EarliestFirstTokenPolicy | null = null;
+      const run = runReplay(
+        trace,
+        (fleet) => {
+          policy = new EarliestFirstTokenPolicy(fleet.size, timing, 16);
+          return policy;
+        },
+        { ...opts, workers: 3 },
+        { tail: true },
+      );
+      const d = run.tail!;
+      expect(d.ttftMs.length).toBe(trace.length);
+      let waited = 0;
+      for (let k = 0; k < d.ttftMs.length; k++) {
+        const expected = policy!.expectedFirstTokenMs.get(d.index[k]!)!;
+        expect(d.arrivalMs[k]! + d.ttftMs[k]!).toBeCloseTo(expected, 6);
+        if (d.waitMs[k]! > 0) waited++;
+      }
+      expect(waited).toBeGreaterThan(0); // queues formed: the free-at times were used
+    }
+  });
+});

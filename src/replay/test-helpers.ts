@@ -1,0 +1,54 @@
+/** Builders shared by the replay's unit tests (not part of the public API). */
+
+import type { TraceRequest } from "./trace.js";
+
+/** A seeded xorshift in [0, 1). */
+export function xorshift(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 2 ** 32;
+  };
+}
+
+/**
+ * A random trace of `n` requests: conversations that grow (each turn extends its history
+ * by 1–4 blocks) and new prompts of 1–6 blocks, in bursts (30 % arrive with the request
+ * before) and lulls (gaps up to 0.6 s, a fifth of them up to 4 s), so that prefixes are
+ * shared by requests arriving close together.
+ */
+export function randomTrace(seed: number, n: number): TraceRequest[] {
+  const r = xorshift(seed);
+  const histories: number[][] = [];
+  let nextId = 1;
+  let t = 0;
+  const out: TraceRequest[] = [];
+  for (let i = 0; i < n; i++) {
+    t += r() < 0.3 ? 0 : Math.floor(r() * (r() < 0.2 ? 4000 : 600));
+    let ids: number[];
+    if (histories.length > 0 && r() < 0.6) {
+      const k = Math.floor(r() * histories.length);
+      const add = 1 + Math.floor(r() * 4);
+      ids = [...histories[k]!];
+      for (let j = 0; j < add; j++) ids.push(nextId++);
+      histories[k] = ids;
+    } else {
+      const len = 1 + Math.floor(r() * 6);
+      ids = [];
+      for (let j = 0; j < len; j++) ids.push(nextId++);
+      histories.push(ids);
+    }
+    out.push({
+      index: i,
+      arrivalMs: t,
+      inputLength: (ids.length - 1) * 512 + 1 + Math.floor(r() * 511),
+      outputLength: 1 + Math.floor(r() * 40),
+      hashIds: ids,
+    });
+  }
+  return out;
+}
