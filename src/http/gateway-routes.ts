@@ -13,6 +13,7 @@ import type { FastifyInstance, FastifyReply } from "fastify";
 import { ClientGoneError, GatewayError } from "../gateway/errors.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
+import { parseTokenIdBody } from "../gateway/token-id-body.js";
 import { requireBearer } from "./auth.js";
 import { ERROR_CODES, type ErrorCode } from "./errors.js";
 
@@ -64,7 +65,9 @@ export function registerGatewayRoutes(
         return;
       }
       try {
-        done(null, JSON.parse(buf.toString("utf8")));
+        // A completion's token ids are read from the bytes, not built by JSON.parse.
+        const ids = req.routeOptions.url === "/v1/completions" ? parseTokenIdBody(buf) : null;
+        done(null, ids ?? JSON.parse(buf.toString("utf8")));
       } catch (err) {
         done(err as SyntaxError);
       }
