@@ -90,6 +90,10 @@ export function registerGatewayRoutes(
             signal: ac.signal,
             ...(req.bodyAt === undefined ? {} : { receivedAt: req.bodyAt }),
           });
+          // Nothing after the first byte needs the body: a stream may last minutes, and
+          // the request object (with it) lives until the stream ends.
+          req.body = undefined;
+          req.rawBody = undefined;
           reply.hijack();
           await answer.relay(res);
         } catch (err) {
