@@ -52,7 +52,7 @@
 
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { Agent, request } from "undici";
@@ -431,6 +431,13 @@ function throughputFields(t: Throughput) {
     // against what one core of tokenizer thread serves.
     tokenize_only_cpu_ms_per_request: r3(t.tokenizeOnlyCpuMs),
     event_loop_over_tokenizer_capacity: r3(t.tokenizeOnlyCpuMs / t.gatewayMainCpuMs),
+    // Derived, not measured as a rate: chats/s the gateway's whole process could serve
+    // with this machine's cores to itself (cores × 1000 / its CPU ms per chat in the loop),
+    // i.e. with the client and the responders elsewhere; and that over tokenization alone.
+    gateway_capacity_rps: Math.round((cpus().length * 1000) / t.gatewayCpuMs),
+    gateway_capacity_over_tokenize_only: r3(
+      (cpus().length * 1000) / t.gatewayCpuMs / t.tokenizeOnlyRps,
+    ),
     throughput_rounds: t.rounds,
     direct_responders_rps: Math.round(t.directRps),
     responders: RESPONDERS,
