@@ -51,11 +51,13 @@ describe("gateway retention", () => {
     // The parsed bodies, as the gateway's parser makes them (whole, or the rest of a
     // token-id body): marked by a field the test adds, watched through weak references.
     const bodies: WeakRef<object>[] = [];
+    const texts: string[] = [];
     const parse = JSON.parse;
     JSON.parse = (text: string, reviver?: Parameters<typeof parse>[1]) => {
       const v: unknown = parse(text, reviver);
       if (typeof v === "object" && v !== null && (v as { probe?: unknown }).probe === "retention") {
         bodies.push(new WeakRef(v));
+        texts.push(text);
       }
       return v;
     };
@@ -83,6 +85,10 @@ describe("gateway retention", () => {
       answers.push(res);
     }
     expect(bodies).toHaveLength(requests.length);
+    // The flat ids were read from the bytes (JSON.parse saw a placeholder), the nested
+    // ones parsed whole.
+    expect(texts[0]).toContain('"prompt":0');
+    expect(texts[1]).toContain('"prompt":[[5,6,7]]');
     // Both streams are open (the worker holds them), their first bytes relayed.
     await until(
       "the bodies to be collected",

@@ -38,6 +38,11 @@ function sendGatewayError(reply: FastifyReply, err: GatewayError) {
   });
 }
 
+const COMPLETIONS = "/v1/completions";
+const isCompletions = (url: string) =>
+  url.startsWith(COMPLETIONS) &&
+  (url.length === COMPLETIONS.length || url[COMPLETIONS.length] === "?");
+
 declare module "fastify" {
   interface FastifyRequest {
     /** The JSON body's bytes (gateway routes only). */
@@ -65,8 +70,10 @@ export function registerGatewayRoutes(
         return;
       }
       try {
-        // A completion's token ids are read from the bytes, not built by JSON.parse.
-        const ids = req.routeOptions.url === "/v1/completions" ? parseTokenIdBody(buf) : null;
+        // A completion's token ids are read from the bytes, not built by JSON.parse (the
+        // raw URL, not `routeOptions`, which builds an object per read; either parse gives
+        // the same body, so a URL this misses is only parsed the slower way).
+        const ids = isCompletions(req.url) ? parseTokenIdBody(buf) : null;
         done(null, ids ?? JSON.parse(buf.toString("utf8")));
       } catch (err) {
         done(err as SyntaxError);
