@@ -6,17 +6,26 @@
  * prints `{"port": N}` when listening. Modes: `request` (undici's `request`: a promise and
  * a Readable body per answer, as the gateway forwards today) and `dispatch` (undici's
  * handler interface: the answer's chunks arrive as callbacks, written straight to the
- * client, no stream object in between; backpressure pauses the upstream controller).
+ * client, no stream object in between; backpressure pauses the upstream controller) and
+ * `node-http` (Node's own `http.request` with a keep-alive `http.Agent`, the answer piped
+ * back: the alternative to undici for the upstream request, measured by
+ * `bench:proxy-floor`).
  */
 
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import {
+  createServer,
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingMessage,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent, type Dispatcher, request } from "undici";
 
 const target = process.argv[2];
 const mode = process.argv[3] ?? "request";
-if (target === undefined || (mode !== "request" && mode !== "dispatch")) {
-  throw new Error("usage: gateway-floor-proxy <worker url> [request|dispatch]");
+if (target === undefined || (mode !== "request" && mode !== "dispatch" && mode !== "node-http")) {
+  throw new Error("usage: gateway-floor-proxy <worker url> [request|dispatch|node-http]");
 }
 const agent = new Agent({ keepAliveTimeout: 4000 });
 const HEADERS = { "content-type": "application/json" };
@@ -76,7 +85,37 @@ function viaDispatch(req: IncomingMessage, res: ServerResponse, body: Buffer): v
   );
 }
 
-const forward = mode === "dispatch" ? viaDispatch : viaRequest;
+const httpAgent = new HttpAgent({ keepAlive: true, keepAliveMsecs: 4000 });
+
+function viaNodeHttp(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
+  const up = httpRequest(
+    `${target}${req.url}`,
+    {
+      agent: httpAgent,
+      method: "POST",
+      headers: { ...HEADERS, "content-length": String(body.length) },
+    },
+    (answer) => {
+      res.writeHead(answer.statusCode ?? 502, {
+        "content-type": String(answer.headers["content-type"]),
+      });
+      answer.pipe(res);
+      res.on("close", () => {
+        if (!res.writableFinished) up.destroy();
+      });
+    },
+  );
+  up.on("error", (err) => {
+    if (res.headersSent) res.destroy(err);
+    else {
+      res.writeHead(502);
+      res.end(String(err));
+    }
+  });
+  up.end(body);
+}
+
+const forward = mode === "dispatch" ? viaDispatch : mode === "node-http" ? viaNodeHttp : viaRequest;
 const server = createServer((req, res) => {
   const parts: Buffer[] = [];
   req.on("data", (c: Buffer) => parts.push(c));
