@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseGatewayRequest } from "./request-body.js";
-import { parseTokenIdBody } from "./token-id-body.js";
+import { parseTokenIdBody, scratchCapacity } from "./token-id-body.js";
 
 const bytes = (s: string) => Buffer.from(s, "utf8");
 
@@ -71,6 +71,17 @@ describe("parseTokenIdBody", () => {
       '\uFEFF{"prompt":[1]}',
     ];
     for (const c of cases) expect(parseTokenIdBody(bytes(c)), c).toBeNull();
+  });
+
+  it("a huge prompt's ids are read whole, and the grown scratch array is not kept", () => {
+    const ids = Array.from({ length: 600_000 }, (_, i) => i % 150_000);
+    const o = parseTokenIdBody(bytes(JSON.stringify({ prompt: ids })));
+    expect((o?.prompt as Int32Array).length).toBe(ids.length);
+    expect((o?.prompt as Int32Array)[599_999]).toBe(599_999 % 150_000);
+    expect(scratchCapacity()).toBeLessThanOrEqual(1 << 18);
+    // A body that falls back after growing it lets it go too.
+    expect(parseTokenIdBody(bytes(`{"prompt":[${ids.join(",")},-1]}`))).toBeNull();
+    expect(scratchCapacity()).toBeLessThanOrEqual(1 << 18);
   });
 
   it("its ids are a token-id prompt for the gateway's field checks", () => {

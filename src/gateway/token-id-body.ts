@@ -32,7 +32,16 @@ const PROMPT = [0x70, 0x72, 0x6f, 0x6d, 0x70, 0x74];
 const isSpace = (c: number | undefined) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 
 /** Ids of the body being read; grown as needed, copied out exactly. */
-let scratch = new Int32Array(16_384);
+const SCRATCH_IDS = 16_384;
+/** Past this many ids (1 MB) the grown array is dropped after the body: one huge prompt
+ * does not keep its size for the life of the process. */
+const SCRATCH_KEEP = 1 << 18;
+let scratch = new Int32Array(SCRATCH_IDS);
+
+/** How many ids the scratch array holds between bodies (for tests). */
+export function scratchCapacity(): number {
+  return scratch.length;
+}
 
 /** Index of the quote closing the string opening at `at`, or -1; `escaped` says if it had `\`. */
 function stringEnd(buf: Uint8Array, at: number): { end: number; escaped: boolean } {
@@ -108,6 +117,14 @@ function readIds(buf: Uint8Array, at: number): { count: number; end: number } | 
  * when the body is not of the plain shape above (parse it whole then).
  */
 export function parseTokenIdBody(buf: Uint8Array): Record<string, unknown> | null {
+  try {
+    return parse(buf);
+  } finally {
+    if (scratch.length > SCRATCH_KEEP) scratch = new Int32Array(SCRATCH_IDS);
+  }
+}
+
+function parse(buf: Uint8Array): Record<string, unknown> | null {
   let p = 0;
   while (isSpace(buf[p])) p++;
   if (buf[p] !== OPEN_BRACE) return null;
