@@ -3,7 +3,9 @@
  * the yardstick for `bench:gateway`'s "added to first byte" figures. An upstream that
  * answers the first byte at once (`proxy-floor-upstream.ts`) is called directly, through
  * the Node floor proxy `bench:gateway` uses (`gateway-floor-proxy.ts`, undici `dispatch`:
- * receive the body, forward it, stream the answer back, nothing else), and through nginx
+ * receive the body, forward it, stream the answer back, nothing else), through the same
+ * floor with Node's own `http.request` upstream instead of undici (`node_http`), the undici
+ * floor behind fastify as the gateway's routes use it (`fastify`), and through nginx
  * (`proxy_buffering off`, keep-alive upstream) when `nginx` is installed
  * (`apt-get install nginx-light`; skipped, and said so, when it is not). Streaming POSTs
  * with an 8k-token-id body, sequential, the order rotating request by request so every
@@ -135,6 +137,10 @@ async function main(): Promise<void> {
   const paths: Record<string, string> = {
     direct: upstream,
     node: `http://127.0.0.1:${await startScript("./gateway-floor-proxy.ts", [upstream, "dispatch"])}`,
+    // The same floor with Node's own HTTP client upstream instead of undici.
+    node_http: `http://127.0.0.1:${await startScript("./gateway-floor-proxy.ts", [upstream, "node-http"])}`,
+    // The undici floor behind fastify as the gateway uses it (no gateway work).
+    fastify: `http://127.0.0.1:${await startScript("./gateway-floor-proxy.ts", [upstream, "fastify-dispatch"])}`,
   };
   if (hasNginx())
     paths.nginx = `http://127.0.0.1:${await startNginx(Number(new URL(upstream).port))}`;

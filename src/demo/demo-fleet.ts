@@ -150,7 +150,12 @@ export async function startRouter(
   };
   const configPath = join(dir, "router.yaml");
   await writeFile(configPath, toYaml(config));
-  const router = group.start("router", ["serve", "--config", configPath], cleanEnv());
+  const env = cleanEnv();
+  // Node options for the router alone (benchmarks compare V8 settings, e.g. the young
+  // generation's size); the workers and the calling process keep theirs.
+  const extra = process.env.GATEWAY_BENCH_ROUTER_NODE_OPTIONS;
+  if (extra !== undefined) env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ""} ${extra}`.trim();
+  const router = group.start("router", ["serve", "--config", configPath], env);
   const port = await router.waitForJsonLine((o) => {
     if (o.msg !== "kvrouter listening") return null;
     const address = o.address as { port?: unknown } | null;

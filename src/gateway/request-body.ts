@@ -13,7 +13,7 @@ export type GatewayKind = "completion" | "chat";
 /** A completion prompt the router can key: text to tokenize, token ids, or none (batch). */
 export type CompletionPrompt =
   | { readonly kind: "text"; readonly text: string }
-  | { readonly kind: "tokens"; readonly tokens: readonly number[] }
+  | { readonly kind: "tokens"; readonly tokens: ArrayLike<number> }
   | { readonly kind: "batch"; readonly count: number };
 
 export interface GatewayRequest {
@@ -87,6 +87,8 @@ export function parseGatewayRequest(kind: GatewayKind, body: unknown): GatewayRe
 function parsePrompt(v: unknown): CompletionPrompt {
   if (v === undefined || v === null) throw bad("prompt", "is required");
   if (typeof v === "string") return { kind: "text", text: v };
+  // Read from the body's bytes by `parseTokenIdBody` (non-empty, each in [0, 2^31)).
+  if (v instanceof Int32Array && v.length > 0) return { kind: "tokens", tokens: v };
   if (isTokenIds(v)) return { kind: "tokens", tokens: v };
   if (Array.isArray(v) && v.length > 0) {
     if (v.length === 1 && typeof v[0] === "string") return { kind: "text", text: v[0] };

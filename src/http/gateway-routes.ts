@@ -13,6 +13,7 @@ import type { FastifyInstance, FastifyReply } from "fastify";
 import { ClientGoneError, GatewayError } from "../gateway/errors.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
+import { parseTokenIdBody } from "../gateway/token-id-body.js";
 import { requireBearer } from "./auth.js";
 import { ERROR_CODES, type ErrorCode } from "./errors.js";
 
@@ -36,6 +37,11 @@ function sendGatewayError(reply: FastifyReply, err: GatewayError) {
     },
   });
 }
+
+const COMPLETIONS = "/v1/completions";
+const isCompletions = (url: string) =>
+  url.startsWith(COMPLETIONS) &&
+  (url.length === COMPLETIONS.length || url[COMPLETIONS.length] === "?");
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -64,7 +70,11 @@ export function registerGatewayRoutes(
         return;
       }
       try {
-        done(null, JSON.parse(buf.toString("utf8")));
+        // A completion's token ids are read from the bytes, not built by JSON.parse (the
+        // raw URL, not `routeOptions`, which builds an object per read; either parse gives
+        // the same body, so a URL this misses is only parsed the slower way).
+        const ids = isCompletions(req.url) ? parseTokenIdBody(buf) : null;
+        done(null, ids ?? JSON.parse(buf.toString("utf8")));
       } catch (err) {
         done(err as SyntaxError);
       }
@@ -87,6 +97,10 @@ export function registerGatewayRoutes(
             signal: ac.signal,
             ...(req.bodyAt === undefined ? {} : { receivedAt: req.bodyAt }),
           });
+          // Nothing after the first byte needs the body: a stream may last minutes, and
+          // the request object (with it) lives until the stream ends.
+          req.body = undefined;
+          req.rawBody = undefined;
           reply.hijack();
           await answer.relay(res);
         } catch (err) {
