@@ -5,12 +5,10 @@
  */
 
 import { describe, expect, it } from "vitest";
-import { DEFAULT_SCHEDULER_CONFIG } from "../scheduler/defaults.js";
-import { type CompareOptions, runJob } from "./compare.js";
+import { runJob } from "./compare.js";
 import { EarliestFirstTokenPolicy } from "./earliest-first-token.js";
 import { runReplay } from "./run-replay.js";
-import { randomTrace } from "./test-helpers.js";
-import type { TraceRequest } from "./trace.js";
+import { randomTrace, tailRunOptions, traceAt } from "./test-helpers.js";
 
 // 1,000 tokens/s and 500 ms per prefill: a prompt of t uncached tokens takes 500 + t ms.
 const timing = {
@@ -20,27 +18,15 @@ const timing = {
   maxNumSeqs: 64,
 };
 
-const opts: CompareOptions = {
+const opts = tailRunOptions({
   workers: 2,
-  capacityBlocks: null,
-  blockSize: 16,
+  policy: "earliest_first_token",
   timing,
-  seed: 1,
-  eventDelayMs: 5,
-  scrapeIntervalMs: 1000,
-  policies: ["earliest_first_token"],
-  scheduler: DEFAULT_SCHEDULER_CONFIG,
+  capacityBlocks: null,
   reference: false,
-  tail: { factor: 2, policies: ["earliest_first_token"] },
-};
-
-const at = (index: number, s: number, inputLength: number, hashIds: number[]): TraceRequest => ({
-  index,
-  arrivalMs: s * 1000,
-  inputLength,
-  outputLength: 1,
-  hashIds,
 });
+
+const at = traceAt;
 
 describe("earliest_first_token", () => {
   it("sends each request where its first token comes soonest, worked out by hand", () => {

@@ -7,16 +7,14 @@
  */
 
 import { describe, expect, it } from "vitest";
-import { DEFAULT_SCHEDULER_CONFIG } from "../scheduler/defaults.js";
-import { type CompareOptions, runJob } from "./compare.js";
+import { runJob } from "./compare.js";
 import { verdict } from "./matrix-tail.js";
 import { POLICY_NAMES, type PolicyName, VARIANT_POLICY_NAMES } from "./policies.js";
 import type { RequestOutcome } from "./sim-fleet.js";
 import { overlapLate, ttftLowerBounds } from "./tail-bound.js";
 import { collectTail } from "./tail-data.js";
 import { formatTailReport, tailReport } from "./tail-report.js";
-import { randomTrace } from "./test-helpers.js";
-import type { TraceRequest } from "./trace.js";
+import { randomTrace, tailRunOptions, traceAt } from "./test-helpers.js";
 
 // 1,000 tokens/s and 500 ms per prefill: a prompt of t uncached tokens takes 500 + t ms.
 const timing = {
@@ -26,27 +24,10 @@ const timing = {
   maxNumSeqs: 64,
 };
 
-const opts = (workers: number, policy: PolicyName): CompareOptions => ({
-  workers,
-  capacityBlocks: null,
-  blockSize: 16,
-  timing,
-  seed: 1,
-  eventDelayMs: 5,
-  scrapeIntervalMs: 1000,
-  policies: [policy],
-  scheduler: DEFAULT_SCHEDULER_CONFIG,
-  reference: false,
-  tail: { factor: 2, policies: [policy] },
-});
+const opts = (workers: number, policy: PolicyName) =>
+  tailRunOptions({ workers, policy, timing, capacityBlocks: null, reference: false });
 
-const at = (index: number, s: number, inputLength: number, hashIds: number[]): TraceRequest => ({
-  index,
-  arrivalMs: s * 1000,
-  inputLength,
-  outputLength: 1,
-  hashIds,
-});
+const at = traceAt;
 
 describe("the wait for the prompt that holds the prefix", () => {
   // A (t = 0): 3,000 new tokens, 3.5 s. B (t = 1 s): A's 3,000 tokens (2,992 in whole

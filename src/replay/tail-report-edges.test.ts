@@ -14,38 +14,25 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { DEFAULT_SCHEDULER_CONFIG } from "../scheduler/defaults.js";
-import { type CompareOptions, runJob } from "./compare.js";
+import { runJob } from "./compare.js";
 import { matrixTailReports, verdict } from "./matrix-tail.js";
 import { parseReplayArgs } from "./options.js";
 import { main } from "./replay-main.js";
 import type { RequestOutcome } from "./sim-fleet.js";
 import { collectTail } from "./tail-data.js";
 import { formatTailReport, tailReport } from "./tail-report.js";
+import { tailRunOptions, traceAt } from "./test-helpers.js";
 import { DEFAULT_TIMING } from "./timing-model.js";
-import type { TraceRequest } from "./trace.js";
 
-const opts: CompareOptions = {
+const opts = tailRunOptions({
   workers: 2,
-  capacityBlocks: 64,
-  blockSize: 16,
+  policy: "round_robin",
   timing: DEFAULT_TIMING,
-  seed: 1,
-  eventDelayMs: 5,
-  scrapeIntervalMs: 1000,
-  policies: ["round_robin"],
-  scheduler: DEFAULT_SCHEDULER_CONFIG,
+  capacityBlocks: 64,
   reference: true,
-  tail: { factor: 2, policies: ["round_robin"] },
-};
-
-const at = (index: number, s: number, inputLength: number, hashIds: number[]): TraceRequest => ({
-  index,
-  arrivalMs: s * 1000,
-  inputLength,
-  outputLength: 1,
-  hashIds,
 });
+
+const at = traceAt;
 
 describe("tail report edge cases", () => {
   it("a run that served nothing does not meet the goal, and says what it dropped", () => {

@@ -1,6 +1,50 @@
 /** Builders shared by the replay's unit tests (not part of the public API). */
 
+import { DEFAULT_SCHEDULER_CONFIG } from "../scheduler/defaults.js";
+import type { CompareOptions } from "./compare.js";
+import type { PolicyName } from "./policies.js";
+import type { TimingModel } from "./timing-model.js";
 import type { TraceRequest } from "./trace.js";
+
+/** A request of the trace arriving at `s` seconds, with one output token. */
+export const traceAt = (
+  index: number,
+  s: number,
+  inputLength: number,
+  hashIds: number[],
+): TraceRequest => ({
+  index,
+  arrivalMs: s * 1000,
+  inputLength,
+  outputLength: 1,
+  hashIds,
+});
+
+/**
+ * A run of one policy on a small fleet with 16-token blocks and the tail report at factor 2
+ * (the tail tests' set-up): `capacityBlocks` null is unlimited caches.
+ */
+export function tailRunOptions(o: {
+  workers: number;
+  policy: PolicyName;
+  timing: TimingModel;
+  capacityBlocks: number | null;
+  reference: boolean;
+}): CompareOptions {
+  return {
+    workers: o.workers,
+    capacityBlocks: o.capacityBlocks,
+    blockSize: 16,
+    timing: o.timing,
+    seed: 1,
+    eventDelayMs: 5,
+    scrapeIntervalMs: 1000,
+    policies: [o.policy],
+    scheduler: DEFAULT_SCHEDULER_CONFIG,
+    reference: o.reference,
+    tail: { factor: 2, policies: [o.policy] },
+  };
+}
 
 /** A seeded xorshift in [0, 1). */
 export function xorshift(seed: number): () => number {
