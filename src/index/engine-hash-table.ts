@@ -237,6 +237,11 @@ export class EngineHashTable {
     return this.#records.byteLength + this.#table.byteLength;
   }
 
+  /** Of those, the bytes in a WebAssembly memory (the records; see record-pool.ts). */
+  get wasmBytes(): number {
+    return this.#records.byteLength;
+  }
+
   #append(e: number): void {
     const rec = this.#records.rec;
     const r = e * STRIDE;

@@ -398,6 +398,11 @@ export class NodeStore {
   get capacityBytes(): number {
     return this.#records.byteLength + this.#table.byteLength + this.pool.words.byteLength;
   }
+
+  /** Of those, the bytes in WebAssembly memories (records, holder lists; see record-pool.ts). */
+  get wasmBytes(): number {
+    return this.#records.byteLength + this.pool.words.byteLength;
+  }
 }
 
 /** First index in `words[base, base + count)` whose slot (`word >>> 4`) is ≥ `w`. */

@@ -438,6 +438,15 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     return this.#nodes.capacityBytes + this.#entries.capacityBytes;
   }
 
+  /**
+   * Of those, the bytes in WebAssembly memories (records and holder lists, see
+   * record-pool.ts), which `process.memoryUsage().arrayBuffers` does not count: add them
+   * to it for the index's whole footprint.
+   */
+  get wasmBytes(): number {
+    return this.#nodes.wasmBytes + this.#entries.wasmBytes;
+  }
+
   #stored(w: number, ev: BlockStoredEvent): ApplyResult {
     const c = this.#chain;
     this.#strings(ev.blockHashes);
@@ -772,6 +781,9 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
         let at = 0;
         return {
           step: (words) => {
+            // Changed since: the copy is spoiled (`finish` says so), and the views may be
+            // of storage that grew since (an emptied view: see record-pool.ts).
+            if (this.#version !== version) return false;
             while (part < 2 && words > 0) {
               const src = from[part]!;
               const n = Math.min(words, src.length - at);

@@ -4,19 +4,72 @@
  * record links the free list through one of its own words (`linkField`), so freeing
  * and reusing cost nothing beyond that word.
  *
- * Growing does not copy: `rec` views a resizable ArrayBuffer that reserves address space
- * for `MAX_BYTES` and commits pages as it grows (a doubling copy of a 100 MB pool held the
- * event loop for 0.1–0.8 s at 4M records). Still, read `rec` after `alloc`, never keep it
- * across one.
+ * Growing does not copy (a doubling copy of a 100 MB pool held the event loop for
+ * 0.1–0.8 s at 4M records): the words live in a `WebAssembly.Memory` (see `GrowableWords`),
+ * which reserves address space and commits pages as it grows in place. Growing replaces
+ * `rec` (a new view of the same memory; the old view is emptied): read `rec` after
+ * `alloc`, never keep it across one.
  */
 
 /** Address space reserved per pool (committed only as used): 4 GiB − 1 page. */
 const MAX_BYTES = 2 ** 32 - 4096;
+/** WebAssembly memory pages: 64 KiB each, at most 65,536 (4 GiB). */
+const PAGE = 65536;
+const MAX_PAGES = 65536;
+
+/** The part of `WebAssembly.Memory` used here (the project's TypeScript libs lack its types). */
+interface WasmMemory {
+  readonly buffer: ArrayBuffer;
+  grow(pages: number): number;
+}
+const WasmMemory = (
+  globalThis as unknown as {
+    WebAssembly: { Memory: new (d: { initial: number; maximum: number }) => WasmMemory };
+  }
+).WebAssembly.Memory;
 
 interface ResizableBuffer extends ArrayBuffer {
   resize(byteLength: number): void;
   readonly resizable: boolean;
   readonly maxByteLength: number;
+}
+
+/**
+ * Words that grow in place without a copy. Why a `WebAssembly.Memory` and not a resizable
+ * ArrayBuffer (what this was until 2026-11-23): a view of a resizable buffer is a
+ * different kind of typed array to V8 (its length may change under it), and its element
+ * accesses are several times slower than a plain array's (Node 20: a random
+ * read-modify-write loop 2–3× slower, stores most); every record access of the index
+ * paid it. A memory's buffer is a plain ArrayBuffer, so its views are plain typed arrays;
+ * `grow` commits more pages in place and detaches the old buffer, so the view is made
+ * again after each growth. (Such memory is not counted in
+ * `process.memoryUsage().arrayBuffers`: `byteLength` reports it.)
+ */
+export class GrowableWords {
+  /** The words (a new view after each `grow`). */
+  words: Uint32Array;
+  readonly #memory: WasmMemory;
+
+  constructor(initialBytes: number) {
+    const pages = Math.max(1, Math.ceil(initialBytes / PAGE));
+    this.#memory = new WasmMemory({ initial: pages, maximum: MAX_PAGES });
+    this.words = new Uint32Array(this.#memory.buffer);
+  }
+
+  get byteLength(): number {
+    return this.#memory.buffer.byteLength;
+  }
+
+  /** Grows to at least `bytes` (rounded up to pages); false when that is past 4 GiB. */
+  grow(bytes: number): boolean {
+    const have = this.#memory.buffer.byteLength / PAGE;
+    const want = Math.ceil(bytes / PAGE);
+    if (want <= have) return true;
+    if (want > MAX_PAGES) return false;
+    this.#memory.grow(want - have);
+    this.words = new Uint32Array(this.#memory.buffer);
+    return true;
+  }
 }
 
 export class RecordPool {
@@ -26,7 +79,7 @@ export class RecordPool {
   /** Live records. */
   live = 0;
   readonly #link: number;
-  readonly #buffer: ResizableBuffer;
+  readonly #words: GrowableWords;
   #capacity: number;
   #top = 0;
   #freeHead = -1;
@@ -34,14 +87,9 @@ export class RecordPool {
   constructor(stride: number, linkField: number, initialCapacity: number) {
     this.stride = stride;
     this.#link = linkField;
-    this.#capacity = Math.max(16, initialCapacity);
-    const Resizable = ArrayBuffer as unknown as new (
-      n: number,
-      o: { maxByteLength: number },
-    ) => ResizableBuffer;
-    const max = Math.floor(MAX_BYTES / (4 * stride)) * 4 * stride;
-    this.#buffer = new Resizable(this.#capacity * stride * 4, { maxByteLength: max });
-    this.rec = new Uint32Array(this.#buffer);
+    this.#words = new GrowableWords(Math.max(16, initialCapacity) * stride * 4);
+    this.rec = this.#words.words;
+    this.#capacity = Math.floor(this.rec.length / stride);
   }
 
   /** Records ever allocated (live or freed): `[0, top)` covers every record. */
@@ -56,12 +104,16 @@ export class RecordPool {
       this.#freeHead = this.rec[id * this.stride + this.#link]! - 1;
     } else {
       if (this.#top === this.#capacity) {
-        const bytes = Math.min(this.#buffer.maxByteLength, this.#capacity * 2 * this.stride * 4);
-        if (bytes <= this.#capacity * this.stride * 4) {
+        const words = this.#words;
+        if (!words.grow(Math.min(MAX_BYTES, words.byteLength * 2))) {
           throw new RangeError(`record pool full (${this.#capacity} records)`);
         }
-        this.#buffer.resize(bytes); // the length-tracking view grows with it
-        this.#capacity = bytes / (this.stride * 4);
+        const capacity = Math.floor(words.words.length / this.stride);
+        if (capacity <= this.#capacity) {
+          throw new RangeError(`record pool full (${this.#capacity} records)`);
+        }
+        this.rec = words.words;
+        this.#capacity = capacity;
       }
       id = this.#top++;
     }
@@ -77,7 +129,7 @@ export class RecordPool {
   }
 
   get byteLength(): number {
-    return this.rec.byteLength;
+    return this.#words.byteLength;
   }
 }
 
