@@ -237,9 +237,9 @@ export class EngineHashTable {
     return this.#records.byteLength + this.#table.byteLength;
   }
 
-  /** Of those, the bytes in a WebAssembly memory (the records; see record-pool.ts). */
+  /** Bytes written in its WebAssembly memory (the records; see record-pool.ts). */
   get wasmBytes(): number {
-    return this.#records.byteLength;
+    return this.#records.usedBytes;
   }
 
   #append(e: number): void {

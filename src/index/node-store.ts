@@ -399,9 +399,9 @@ export class NodeStore {
     return this.#records.byteLength + this.#table.byteLength + this.pool.words.byteLength;
   }
 
-  /** Of those, the bytes in WebAssembly memories (records, holder lists; see record-pool.ts). */
+  /** Bytes written in its WebAssembly memories (records, holder lists; see record-pool.ts). */
   get wasmBytes(): number {
-    return this.#records.byteLength + this.pool.words.byteLength;
+    return this.#records.usedBytes + this.pool.usedWords * 4;
   }
 }
 

@@ -439,8 +439,9 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   }
 
   /**
-   * Of those, the bytes in WebAssembly memories (records and holder lists, see
-   * record-pool.ts), which `process.memoryUsage().arrayBuffers` does not count: add them
+   * Bytes written in the index's WebAssembly memories (records and holder lists up to
+   * their high-water marks, see record-pool.ts: their capacity beyond is committed but
+   * never touched), which `process.memoryUsage().arrayBuffers` does not count: add them
    * to it for the index's whole footprint.
    */
   get wasmBytes(): number {

@@ -131,6 +131,12 @@ export class RecordPool {
   get byteLength(): number {
     return this.#words.byteLength;
   }
+
+  /** Bytes of the records ever allocated: what has been written, so resident (the rest of
+   * `byteLength` is committed but untouched). */
+  get usedBytes(): number {
+    return this.#top * this.stride * 4;
+  }
 }
 
 /**
