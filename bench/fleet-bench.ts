@@ -112,7 +112,7 @@ interface RunResult {
   p99_us: number;
   event_p99_us: number;
   heap_mb: number;
-  /** `heap_mb` without the index's WebAssembly memories. */
+  /** `heap_mb` without the index's growable pools. */
   heap_js_mb: number;
   index_nodes: number;
   worker_blocks: number;
@@ -134,7 +134,7 @@ function meanUs(f: () => void, n: number): number {
 }
 
 /**
- * Heap and array buffers, with the index's WebAssembly memories (records, holder lists) that
+ * Heap and array buffers, with the index's growable pools (records, holder lists) that
  * `arrayBuffers` omits. Before 2026-11-23 the records were resizable buffers, which it
  * omits as well, and this figure left them out (`heap_js_mb` is that definition).
  */
@@ -142,7 +142,7 @@ function heapMb(index: RadixTreeIndex): number {
   const gc = (globalThis as { gc?: () => void }).gc!;
   for (let i = 0; i < 3; i++) gc();
   const m = process.memoryUsage();
-  return (m.heapUsed + m.arrayBuffers + index.wasmBytes) / 2 ** 20;
+  return (m.heapUsed + m.arrayBuffers + index.poolBytes) / 2 ** 20;
 }
 
 /**
@@ -354,7 +354,7 @@ function runChild(workers: number): RunResult {
   eventList.length = 0;
   tapeList.length = 0;
   const heap = heapMb(index);
-  const wasmMb = index.wasmBytes / 2 ** 20;
+  const poolMb = index.poolBytes / 2 ** 20;
   const stats = index.stats();
 
   // Probes: one holder (a 32-block chain only worker 0 holds), a miss, the shared prompt.
@@ -439,7 +439,7 @@ function runChild(workers: number): RunResult {
     p99_us: +pct(lk, 0.99).toFixed(1),
     event_p99_us: +pct(ev, 0.99).toFixed(1),
     heap_mb: +heap.toFixed(1),
-    heap_js_mb: +(heap - wasmMb).toFixed(1),
+    heap_js_mb: +(heap - poolMb).toFixed(1),
     index_nodes: stats.nodes,
     worker_blocks: stats.workerBlocks,
     probe_one_holder_us: +probe(one).toFixed(2),

@@ -32,15 +32,15 @@ const BLOCK_SIZE = 16;
 const PROMPT_TOKENS = 8192;
 
 /**
- * `wasm`: the index's WebAssembly memories (record pools, holder lists), which `arrayBuffers`
+ * `pools`: the index's growable pools (records, holder lists), which `arrayBuffers`
  * omits (so did it the resizable buffers the record pools were before 2026-11-23: the heap
  * figures before then leave the records out).
  */
-function heapBytes(wasm: number): number {
+function heapBytes(pools: number): number {
   for (let i = 0; i < 3; i++) gc!();
   const m = process.memoryUsage();
   // Typed-array backing stores live outside the JS heap: count them too.
-  return m.heapUsed + m.arrayBuffers + wasm;
+  return m.heapUsed + m.arrayBuffers + pools;
 }
 
 function percentile(sorted: Float64Array, p: number): number {
@@ -120,7 +120,7 @@ lookupUs.sort();
 
 // Memory: what the index alone retains (everything else stays alive across both samples).
 const capacityBytes = index.capacityBytes;
-const heapWith = heapBytes(index.wasmBytes);
+const heapWith = heapBytes(index.poolBytes);
 index = null;
 const heapWithout = heapBytes(0);
 const indexBytes = heapWith - heapWithout;

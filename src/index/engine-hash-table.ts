@@ -237,8 +237,8 @@ export class EngineHashTable {
     return this.#records.byteLength + this.#table.byteLength;
   }
 
-  /** Bytes written in its WebAssembly memory (the records; see record-pool.ts). */
-  get wasmBytes(): number {
+  /** Bytes written in its growable pool (the records; see record-pool.ts). */
+  get poolBytes(): number {
     return this.#records.usedBytes;
   }
 

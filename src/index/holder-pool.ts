@@ -4,7 +4,7 @@
  * contiguous chunks of one big Uint32Array so `findMatches` reads them without pointer
  * chasing. Chunks come in power-of-two sizes (2, 4, 8, …) with one free list per size.
  *
- * The array grows in place (`GrowableWords`, as the record pools): it used to be replaced
+ * The array grows in place (`GrowableWords`, as the record pools' do): it used to be replaced
  * by a copy 1.5× larger, so each growth touched the whole list in fresh memory again (at
  * 7,000 workers in `bench:fleet`, a 13 MB pool cost ~30 MB of first-touch page faults
  * and copies), and each new array counted as new external memory towards a collection.

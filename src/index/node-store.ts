@@ -399,8 +399,8 @@ export class NodeStore {
     return this.#records.byteLength + this.#table.byteLength + this.pool.words.byteLength;
   }
 
-  /** Bytes written in its WebAssembly memories (records, holder lists; see record-pool.ts). */
-  get wasmBytes(): number {
+  /** Bytes written in its growable pools (records, holder lists; see record-pool.ts). */
+  get poolBytes(): number {
     return this.#records.usedBytes + this.pool.usedWords * 4;
   }
 }

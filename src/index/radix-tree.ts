@@ -439,13 +439,13 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   }
 
   /**
-   * Bytes written in the index's WebAssembly memories (records and holder lists up to
+   * Bytes written in the index's growable pools (records and holder lists up to
    * their high-water marks, see record-pool.ts: their capacity beyond is committed but
    * never touched), which `process.memoryUsage().arrayBuffers` does not count: add them
    * to it for the index's whole footprint.
    */
-  get wasmBytes(): number {
-    return this.#nodes.wasmBytes + this.#entries.wasmBytes;
+  get poolBytes(): number {
+    return this.#nodes.poolBytes + this.#entries.poolBytes;
   }
 
   #stored(w: number, ev: BlockStoredEvent): ApplyResult {
@@ -782,8 +782,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
         let at = 0;
         return {
           step: (words) => {
-            // Changed since: the copy is spoiled (`finish` says so), and the views may be
-            // of storage that grew since (an emptied view: see record-pool.ts).
+            // Changed since: the copy is spoiled (`finish` says so): stop copying.
             if (this.#version !== version) return false;
             while (part < 2 && words > 0) {
               const src = from[part]!;

@@ -5,28 +5,14 @@
  * and reusing cost nothing beyond that word.
  *
  * Growing does not copy (a doubling copy of a 100 MB pool held the event loop for
- * 0.1–0.8 s at 4M records): the words live in a `WebAssembly.Memory` (see `GrowableWords`),
+ * 0.1–0.8 s at 4M records): the words live in a growable buffer (see `GrowableWords`),
  * which reserves address space and commits pages as it grows in place. Growing replaces
- * `rec` (a new view of the same memory; the old view is emptied): read `rec` after
- * `alloc`, never keep it across one.
+ * `rec` by a longer view of the same memory: read `rec` after `alloc`, never keep it
+ * across one (an older view stays valid but short).
  */
 
 /** Address space reserved per pool (committed only as used): 4 GiB − 1 page. */
 const MAX_BYTES = 2 ** 32 - 4096;
-/** WebAssembly memory pages: 64 KiB each, at most 65,536 (4 GiB). */
-const PAGE = 65536;
-const MAX_PAGES = 65536;
-
-/** The part of `WebAssembly.Memory` used here (the project's TypeScript libs lack its types). */
-interface WasmMemory {
-  readonly buffer: ArrayBuffer;
-  grow(pages: number): number;
-}
-const WasmMemory = (
-  globalThis as unknown as {
-    WebAssembly: { Memory: new (d: { initial: number; maximum: number }) => WasmMemory };
-  }
-).WebAssembly.Memory;
 
 interface ResizableBuffer extends ArrayBuffer {
   resize(byteLength: number): void;
@@ -34,40 +20,53 @@ interface ResizableBuffer extends ArrayBuffer {
   readonly maxByteLength: number;
 }
 
+/** A growable SharedArrayBuffer (ES2024; the project's TypeScript libs lack its types). */
+interface GrowableBuffer extends SharedArrayBuffer {
+  grow(byteLength: number): void;
+  readonly maxByteLength: number;
+}
+const Growable = SharedArrayBuffer as unknown as new (
+  n: number,
+  o: { maxByteLength: number },
+) => GrowableBuffer;
+
 /**
- * Words that grow in place without a copy. Why a `WebAssembly.Memory` and not a resizable
- * ArrayBuffer (what this was until 2026-11-23): a view of a resizable buffer is a
- * different kind of typed array to V8 (its length may change under it), and its element
- * accesses are several times slower than a plain array's (Node 20: a random
- * read-modify-write loop 2–3× slower, stores most); every record access of the index
- * paid it. A memory's buffer is a plain ArrayBuffer, so its views are plain typed arrays;
- * `grow` commits more pages in place and detaches the old buffer, so the view is made
- * again after each growth. (Such memory is not counted in
- * `process.memoryUsage().arrayBuffers`: `byteLength` reports it.)
+ * Words that grow in place without a copy: a growable SharedArrayBuffer (address space
+ * reserved, pages committed as it grows) seen through a fixed-length view, made again
+ * after each growth (the old view stays valid: such a buffer never shrinks or detaches).
+ *
+ * Why not a resizable ArrayBuffer and a length-tracking view (what this was until
+ * 2026-11-23): V8 (Node 20) compiles accesses to views whose length may change into a
+ * slower path, several times slower than a plain array's (a random read-modify-write
+ * loop 2–4×, stores most), and every record access of the index paid it. A fixed-length
+ * view of a growable shared buffer cannot go out of bounds, and V8 treats it as a plain
+ * typed array (same loop: same time as a plain array). A `WebAssembly.Memory` would also
+ * grow in place with plain views, but each growth detaches its old buffer, and the first
+ * detached buffer of a process makes every typed-array access in it check for detachment
+ * (measured: ~40 % slower loops). Nothing is shared with another thread: the buffer is
+ * shared only in type. Its bytes are not counted in `process.memoryUsage().arrayBuffers`.
  */
 export class GrowableWords {
-  /** The words (a new view after each `grow`). */
+  /** The words (a new, longer view after each `grow`). */
   words: Uint32Array;
-  readonly #memory: WasmMemory;
+  readonly #buffer: GrowableBuffer;
 
   constructor(initialBytes: number) {
-    const pages = Math.max(1, Math.ceil(initialBytes / PAGE));
-    this.#memory = new WasmMemory({ initial: pages, maximum: MAX_PAGES });
-    this.words = new Uint32Array(this.#memory.buffer);
+    this.#buffer = new Growable(Math.ceil(initialBytes / 4) * 4, { maxByteLength: MAX_BYTES });
+    this.words = new Uint32Array(this.#buffer, 0, this.#buffer.byteLength / 4);
   }
 
   get byteLength(): number {
-    return this.#memory.buffer.byteLength;
+    return this.#buffer.byteLength;
   }
 
-  /** Grows to at least `bytes` (rounded up to pages); false when that is past 4 GiB. */
+  /** Grows to at least `bytes` (whole words); false when that is past `MAX_BYTES`. */
   grow(bytes: number): boolean {
-    const have = this.#memory.buffer.byteLength / PAGE;
-    const want = Math.ceil(bytes / PAGE);
-    if (want <= have) return true;
-    if (want > MAX_PAGES) return false;
-    this.#memory.grow(want - have);
-    this.words = new Uint32Array(this.#memory.buffer);
+    const want = Math.ceil(bytes / 4) * 4;
+    if (want <= this.#buffer.byteLength) return true;
+    if (want > MAX_BYTES) return false;
+    this.#buffer.grow(want);
+    this.words = new Uint32Array(this.#buffer, 0, want / 4);
     return true;
   }
 }
