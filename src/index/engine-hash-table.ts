@@ -237,6 +237,11 @@ export class EngineHashTable {
     return this.#records.byteLength + this.#table.byteLength;
   }
 
+  /** Bytes written in its growable pool (the records; see record-pool.ts). */
+  get poolBytes(): number {
+    return this.#records.usedBytes;
+  }
+
   #append(e: number): void {
     const rec = this.#records.rec;
     const r = e * STRIDE;

@@ -3,18 +3,27 @@
  * holder, kept inline in the node; shared blocks (system prompts) keep theirs here, in
  * contiguous chunks of one big Uint32Array so `findMatches` reads them without pointer
  * chasing. Chunks come in power-of-two sizes (2, 4, 8, …) with one free list per size.
+ *
+ * The array grows in place (`GrowableWords`, as the record pools' do): it used to be replaced
+ * by a copy 1.5× larger, so each growth touched the whole list in fresh memory again (at
+ * 7,000 workers in `bench:fleet`, a 13 MB pool cost ~30 MB of first-touch page faults
+ * and copies), and each new array counted as new external memory towards a collection.
  */
+
+import { GrowableWords } from "./record-pool.js";
 
 const MAX_CLASSES = 32;
 
 export class HolderPool {
-  /** Chunk storage; replaced when it grows, so re-read it after `alloc`. */
+  /** Chunk storage; a new view when it grows, so re-read it after `alloc`. */
   words: Uint32Array;
   #top = 0;
   readonly #freeHeads = new Int32Array(MAX_CLASSES).fill(-1);
+  readonly #store: GrowableWords;
 
   constructor(initialWords = 1024) {
-    this.words = new Uint32Array(initialWords);
+    this.#store = new GrowableWords(initialWords * 4);
+    this.words = this.#store.words;
   }
 
   /** Offset of a free chunk of `size` words (a power of two ≥ 2). */
@@ -27,9 +36,9 @@ export class HolderPool {
     }
     const off = this.#top;
     if (off + size > this.words.length) {
-      const grown = new Uint32Array(Math.max(off + size, Math.ceil(this.words.length * 1.5)));
-      grown.set(this.words.subarray(0, off));
-      this.words = grown;
+      const bytes = 4 * Math.max(off + size, Math.ceil(this.words.length * 1.5));
+      if (!this.#store.grow(bytes)) throw new RangeError(`holder pool full (${off} words)`);
+      this.words = this.#store.words;
     }
     this.#top = off + size;
     return off;

@@ -398,6 +398,11 @@ export class NodeStore {
   get capacityBytes(): number {
     return this.#records.byteLength + this.#table.byteLength + this.pool.words.byteLength;
   }
+
+  /** Bytes written in its growable pools (records, holder lists; see record-pool.ts). */
+  get poolBytes(): number {
+    return this.#records.usedBytes + this.pool.usedWords * 4;
+  }
 }
 
 /** First index in `words[base, base + count)` whose slot (`word >>> 4`) is ≥ `w`. */

@@ -438,6 +438,16 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     return this.#nodes.capacityBytes + this.#entries.capacityBytes;
   }
 
+  /**
+   * Bytes written in the index's growable pools (records and holder lists up to
+   * their high-water marks, see record-pool.ts: their capacity beyond is committed but
+   * never touched), which `process.memoryUsage().arrayBuffers` does not count: add them
+   * to it for the index's whole footprint.
+   */
+  get poolBytes(): number {
+    return this.#nodes.poolBytes + this.#entries.poolBytes;
+  }
+
   #stored(w: number, ev: BlockStoredEvent): ApplyResult {
     const c = this.#chain;
     this.#strings(ev.blockHashes);
@@ -772,6 +782,8 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
         let at = 0;
         return {
           step: (words) => {
+            // Changed since: the copy is spoiled (`finish` says so): stop copying.
+            if (this.#version !== version) return false;
             while (part < 2 && words > 0) {
               const src = from[part]!;
               const n = Math.min(words, src.length - at);

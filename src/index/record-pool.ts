@@ -4,10 +4,11 @@
  * record links the free list through one of its own words (`linkField`), so freeing
  * and reusing cost nothing beyond that word.
  *
- * Growing does not copy: `rec` views a resizable ArrayBuffer that reserves address space
- * for `MAX_BYTES` and commits pages as it grows (a doubling copy of a 100 MB pool held the
- * event loop for 0.1–0.8 s at 4M records). Still, read `rec` after `alloc`, never keep it
- * across one.
+ * Growing does not copy (a doubling copy of a 100 MB pool held the event loop for
+ * 0.1–0.8 s at 4M records): the words live in a growable buffer (see `GrowableWords`),
+ * which reserves address space and commits pages as it grows in place. Growing replaces
+ * `rec` by a longer view of the same memory: read `rec` after `alloc`, never keep it
+ * across one (an older view stays valid but short).
  */
 
 /** Address space reserved per pool (committed only as used): 4 GiB − 1 page. */
@@ -19,6 +20,57 @@ interface ResizableBuffer extends ArrayBuffer {
   readonly maxByteLength: number;
 }
 
+/** A growable SharedArrayBuffer (ES2024; the project's TypeScript libs lack its types). */
+interface GrowableBuffer extends SharedArrayBuffer {
+  grow(byteLength: number): void;
+  readonly maxByteLength: number;
+}
+const Growable = SharedArrayBuffer as unknown as new (
+  n: number,
+  o: { maxByteLength: number },
+) => GrowableBuffer;
+
+/**
+ * Words that grow in place without a copy: a growable SharedArrayBuffer (address space
+ * reserved, pages committed as it grows) seen through a fixed-length view, made again
+ * after each growth (the old view stays valid: such a buffer never shrinks or detaches).
+ *
+ * Why not a resizable ArrayBuffer and a length-tracking view (what this was until
+ * 2026-11-23): V8 (Node 20) compiles accesses to views whose length may change into a
+ * slower path, several times slower than a plain array's (a random read-modify-write
+ * loop 2–4×, stores most), and every record access of the index paid it. A fixed-length
+ * view of a growable shared buffer cannot go out of bounds, and V8 treats it as a plain
+ * typed array (same loop: same time as a plain array). A `WebAssembly.Memory` would also
+ * grow in place with plain views, but each growth detaches its old buffer, and the first
+ * detached buffer of a process makes every typed-array access in it check for detachment
+ * (measured: ~40 % slower loops). Nothing is shared with another thread: the buffer is
+ * shared only in type. Its bytes are not counted in `process.memoryUsage().arrayBuffers`.
+ */
+export class GrowableWords {
+  /** The words (a new, longer view after each `grow`). */
+  words: Uint32Array;
+  readonly #buffer: GrowableBuffer;
+
+  constructor(initialBytes: number) {
+    this.#buffer = new Growable(Math.ceil(initialBytes / 4) * 4, { maxByteLength: MAX_BYTES });
+    this.words = new Uint32Array(this.#buffer, 0, this.#buffer.byteLength / 4);
+  }
+
+  get byteLength(): number {
+    return this.#buffer.byteLength;
+  }
+
+  /** Grows to at least `bytes` (whole words); false when that is past `MAX_BYTES`. */
+  grow(bytes: number): boolean {
+    const want = Math.ceil(bytes / 4) * 4;
+    if (want <= this.#buffer.byteLength) return true;
+    if (want > MAX_BYTES) return false;
+    this.#buffer.grow(want);
+    this.words = new Uint32Array(this.#buffer, 0, want / 4);
+    return true;
+  }
+}
+
 export class RecordPool {
   /** Record `id` occupies words `[id * stride, (id + 1) * stride)`. */
   rec: Uint32Array;
@@ -26,7 +78,7 @@ export class RecordPool {
   /** Live records. */
   live = 0;
   readonly #link: number;
-  readonly #buffer: ResizableBuffer;
+  readonly #words: GrowableWords;
   #capacity: number;
   #top = 0;
   #freeHead = -1;
@@ -34,14 +86,9 @@ export class RecordPool {
   constructor(stride: number, linkField: number, initialCapacity: number) {
     this.stride = stride;
     this.#link = linkField;
-    this.#capacity = Math.max(16, initialCapacity);
-    const Resizable = ArrayBuffer as unknown as new (
-      n: number,
-      o: { maxByteLength: number },
-    ) => ResizableBuffer;
-    const max = Math.floor(MAX_BYTES / (4 * stride)) * 4 * stride;
-    this.#buffer = new Resizable(this.#capacity * stride * 4, { maxByteLength: max });
-    this.rec = new Uint32Array(this.#buffer);
+    this.#words = new GrowableWords(Math.max(16, initialCapacity) * stride * 4);
+    this.rec = this.#words.words;
+    this.#capacity = Math.floor(this.rec.length / stride);
   }
 
   /** Records ever allocated (live or freed): `[0, top)` covers every record. */
@@ -56,12 +103,16 @@ export class RecordPool {
       this.#freeHead = this.rec[id * this.stride + this.#link]! - 1;
     } else {
       if (this.#top === this.#capacity) {
-        const bytes = Math.min(this.#buffer.maxByteLength, this.#capacity * 2 * this.stride * 4);
-        if (bytes <= this.#capacity * this.stride * 4) {
+        const words = this.#words;
+        if (!words.grow(Math.min(MAX_BYTES, words.byteLength * 2))) {
           throw new RangeError(`record pool full (${this.#capacity} records)`);
         }
-        this.#buffer.resize(bytes); // the length-tracking view grows with it
-        this.#capacity = bytes / (this.stride * 4);
+        const capacity = Math.floor(words.words.length / this.stride);
+        if (capacity <= this.#capacity) {
+          throw new RangeError(`record pool full (${this.#capacity} records)`);
+        }
+        this.rec = words.words;
+        this.#capacity = capacity;
       }
       id = this.#top++;
     }
@@ -77,7 +128,13 @@ export class RecordPool {
   }
 
   get byteLength(): number {
-    return this.rec.byteLength;
+    return this.#words.byteLength;
+  }
+
+  /** Bytes of the records ever allocated: what has been written, so resident (the rest of
+   * `byteLength` is committed but untouched). */
+  get usedBytes(): number {
+    return this.#top * this.stride * 4;
   }
 }
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { seededRng } from "../util/rng.js";
 import { NodeStore } from "./node-store.js";
-import { SlotTable } from "./slot-table.js";
+import { migrateStep, SlotTable } from "./slot-table.js";
 
 describe("SlotTable growth", () => {
   it("grows incrementally: the old table is migrated a few slots per insert", () => {
@@ -19,6 +19,27 @@ describe("SlotTable growth", () => {
     let l = 0;
     for (let i = 0; i <= grownAt; i++) u.insert(i, hash(i), ++l);
     expect(u.old).not.toBeNull();
+  });
+
+  it("migrates a growth's old table within 64 inserts, or 256 slots per insert when larger", () => {
+    // Misses probe the old table too while it is there (cold, at its full load), so the
+    // window is short; but still spread over several inserts, never one long pause.
+    const hash = (i: number) => Math.imul(i + 1, 0x9e3779b1) >>> 0;
+    for (const capacity of [16, 1 << 10, 1 << 16]) {
+      const t = new SlotTable(capacity);
+      let live = 0;
+      while (t.old === null) t.insert(live, hash(live), ++live);
+      const oldSlots = t.old.length >>> 1;
+      let window = 1;
+      while (t.old !== null) {
+        t.insert(live, hash(live), ++live);
+        window++;
+      }
+      expect(window).toBeGreaterThan(1);
+      expect(window).toBeLessThanOrEqual(Math.max(64, Math.ceil(oldSlots / 256)));
+      if (oldSlots <= 64 * 4) expect(window).toBe(Math.ceil(oldSlots / 4));
+      expect(migrateStep(oldSlots)).toBeLessThanOrEqual(256);
+    }
   });
 
   it("a node store stays exact through growths, migrations and removals", () => {

@@ -6,10 +6,16 @@
  *
  * Growing is incremental, so no insert pays for rehashing millions of slots at once (at
  * 4M records that took 0.1–0.4 s of event loop): past the load limit a table twice the
- * size becomes current and the old one (`old`) is migrated `MIGRATE_STEP` slots per
- * insert. Meanwhile a record is in exactly one of them: lookups probe `slots` and then
- * `old`; removing from `old` leaves a tombstone (`TOMB`) so its probe chains stay intact
- * (the old array is dropped once migrated, tombstones with it).
+ * size becomes current and the old one (`old`) is migrated a few slots per insert
+ * (`migrateStep`). Meanwhile a record is in exactly one of them: lookups probe `slots`
+ * and then `old`; removing from `old` leaves a tombstone (`TOMB`) so its probe chains
+ * stay intact (the old array is dropped once migrated, tombstones with it). A lookup that
+ * misses probes both (the old table at its full load, from a cold cache line), so the
+ * window is kept short: at most `MIGRATE_INSERTS` inserts, or `MAX_MIGRATE_STEP` slots per
+ * insert for large tables (about a microsecond). At 4 slots per insert a third of all
+ * inserts fell in a window; in `bench:fleet` (every stored block a new entry, so every
+ * `find` before its `insert` a miss) those double probes were ~45 % of the entry table's
+ * probe steps.
  *
  * Slots are `Int32Array`s and hashes int32 (the same bits as the unsigned hash): values
  * that fit a small integer never box on their way through calls (see engine-hash-key.ts).
@@ -23,8 +29,22 @@
  */
 
 const MAX_LOAD = 0.75;
-/** Old slots migrated per insert: 4 ≥ 2 needed to finish before the new table fills. */
-const MIGRATE_STEP = 4;
+/**
+ * A growth's old table is migrated over `MIGRATE_INSERTS` inserts, up to
+ * `MAX_MIGRATE_STEP` slots per insert (then over more inserts), and at least
+ * `MIN_MIGRATE_STEP` (≥ 2: what finishing before the new table fills needs).
+ */
+const MIGRATE_INSERTS = 64;
+const MIN_MIGRATE_STEP = 4;
+const MAX_MIGRATE_STEP = 256;
+
+/** Old slots migrated per insert while an old table of `oldSlots` slots is migrated. */
+export function migrateStep(oldSlots: number): number {
+  return Math.min(
+    MAX_MIGRATE_STEP,
+    Math.max(MIN_MIGRATE_STEP, Math.ceil(oldSlots / MIGRATE_INSERTS)),
+  );
+}
 /** The id word of a removed slot of the old table while it is migrated. */
 export const TOMB = -1;
 
@@ -39,6 +59,8 @@ export class SlotTable {
   oldMask = 0;
   readonly spread: number;
   #cursor = 0;
+  /** Slots migrated per insert while `old` is migrated (see `migrateStep`). */
+  #step = MIN_MIGRATE_STEP;
 
   /** Room for about `capacity` records before the first growth. */
   constructor(capacity: number, spread = 0) {
@@ -64,7 +86,7 @@ export class SlotTable {
       this.slots[2 * at + 1] = h | 0;
     } else place(this.slots, this.mask, this.shift, this.spread, id + 1, h | 0);
     // Migrating after placing is the same: the slot was the key's first empty one.
-    if (this.old !== null) this.#migrate(MIGRATE_STEP);
+    if (this.old !== null) this.#migrate(this.#step);
   }
 
   /** Removes record `id`, placed under hash `h`. */
@@ -120,6 +142,7 @@ export class SlotTable {
     this.oldMask = this.mask;
     this.oldShift = this.shift;
     this.#cursor = 0;
+    this.#step = migrateStep(this.mask + 1);
     const size = (this.mask + 1) * 2;
     this.slots = new Int32Array(2 * size);
     this.mask = size - 1;
