@@ -21,8 +21,12 @@ export class HolderPool {
   readonly #freeHeads = new Int32Array(MAX_CLASSES).fill(-1);
   readonly #store: GrowableWords;
 
-  constructor(initialWords = 1024) {
-    this.#store = new GrowableWords(initialWords * 4);
+  /** `maxWords`: the reservation (the default is the most a buffer can take). */
+  constructor(initialWords = 1024, maxWords?: number) {
+    this.#store = new GrowableWords(
+      initialWords * 4,
+      maxWords === undefined ? undefined : maxWords * 4,
+    );
     this.words = this.#store.words;
   }
 
@@ -36,8 +40,10 @@ export class HolderPool {
     }
     const off = this.#top;
     if (off + size > this.words.length) {
-      const bytes = 4 * Math.max(off + size, Math.ceil(this.words.length * 1.5));
-      if (!this.#store.grow(bytes)) throw new RangeError(`holder pool full (${off} words)`);
+      // 1.5× while the reservation allows, then what is left of it: the pool fills its
+      // reservation before it says it is full.
+      const grown = this.#store.grow(4 * (off + size), 4 * Math.ceil(this.words.length * 1.5));
+      if (!grown) throw new RangeError(`holder pool full (${off} words)`);
       this.words = this.#store.words;
     }
     this.#top = off + size;

@@ -30,13 +30,16 @@ export class Holdings {
     this.#slots = slots;
   }
 
-  /** A new engine-hash entry of worker `w`, with tiers `mask`, points at `node`. */
+  /**
+   * A new engine-hash entry of worker `w`, with tiers `mask`, points at `node`. All or
+   * nothing: when the holder pool is full, `addHolder` throws before anything changed.
+   */
   attach(node: number, w: number, mask: number): void {
     const nodes = this.#nodes;
-    this.#slots.gpuEntries[w]! += mask & GPU;
     const k = nodes.holderIndex(node, w);
     if (k < 0) {
       nodes.addHolder(node, (w << 4) | mask);
+      this.#slots.gpuEntries[w]! += mask & GPU;
       this.#slots.blocks[w]!++;
       this.total++;
       return;
@@ -47,6 +50,7 @@ export class Holdings {
         ? this.#aliases.change(node, w, 0, mask)
         : this.#aliases.start(node, w, word & TIER_BITS, mask);
     nodes.setHolderWord(node, k, (w << 4) | ALIASED | union);
+    this.#slots.gpuEntries[w]! += mask & GPU;
   }
 
   /** One existing entry of worker `w` on `node` changes tiers `from` → `to` (0 = gone). */

@@ -561,9 +561,16 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     const entries = this.#entries;
     const e = entries.find(wk, hk.hi, hk.lo);
     if (e < 0) {
-      entries.insert(wk, hk.hi, hk.lo, node, bit);
-      if (hk.kind !== 0) hk.retain(hk.lo);
+      // The holding first, then its entry, so that a pool found full (a RangeError, which
+      // clears the worker) leaves no entry without its holding nor holding without entry.
       this.#holdings.attach(node, w, bit);
+      try {
+        entries.insert(wk, hk.hi, hk.lo, node, bit);
+      } catch (err) {
+        this.#holdings.change(node, w, bit, 0);
+        throw err;
+      }
+      if (hk.kind !== 0) hk.retain(hk.lo);
       return;
     }
     const meta = entries.meta(e);
@@ -583,12 +590,12 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     // The engine reused the hash for another block (e.g. re-stored under a new parent
     // after an eviction we did not see): an engine hash names one block at a time, so the
     // old placement is stale. Move the entry; the new placement has only this tier.
+    this.#holdings.attach(node, w, bit); // first: it alone can find a pool full
     if (this.#copies.size > 0) this.#dropCopies(e);
     entries.touch(e);
     entries.setNode(e, node);
     entries.setMeta(e, (meta & ~TIER_BITS) | bit);
     this.#holdings.change(old, w, mask, 0);
-    this.#holdings.attach(node, w, bit);
     this.#prune(old);
   }
 

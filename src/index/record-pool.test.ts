@@ -1,6 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { engineHashFromSafeInt } from "../protocol/engine-hash.js";
 import { workerKey } from "../protocol/worker.js";
+import { computeBlockKeys } from "./block-key.js";
 import { HolderPool } from "./holder-pool.js";
 import { RadixTreeIndex } from "./radix-tree.js";
 import { GrowableWords, RecordPool } from "./record-pool.js";
@@ -108,5 +109,58 @@ describe("capture in steps", () => {
     const direct = index.snapshotAccess().capture();
     expect(Array.from(whole!.nodes)).toEqual(Array.from(direct.nodes));
     expect(Array.from(whole!.entries)).toEqual(Array.from(direct.entries));
+  });
+});
+
+describe("pool limits", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("GrowableWords grows to the preferred size within its reservation, never past it", () => {
+    const g = new GrowableWords(64, 1024);
+    expect(g.grow(80, 400)).toBe(true);
+    expect(g.byteLength).toBe(400);
+    expect(g.grow(500, 4000)).toBe(true); // preferred past the reservation: all of it
+    expect(g.byteLength).toBe(1024);
+    const before = g.words;
+    expect(g.grow(1028, 2000)).toBe(false); // the minimum itself does not fit: unchanged
+    expect(g.words).toBe(before);
+    expect(g.byteLength).toBe(1024);
+  });
+
+  it("a holder pool fills its whole reservation before it says it is full", () => {
+    const pool = new HolderPool(16, 64);
+    expect(pool.alloc(32)).toBe(0);
+    expect(pool.alloc(16)).toBe(32);
+    // 1.5 × 48 words is past the 64 reserved; the 8 asked for are not.
+    expect(pool.alloc(8)).toBe(48);
+    expect(pool.alloc(8)).toBe(56);
+    expect(() => pool.alloc(2)).toThrow(/holder pool full/);
+    pool.free(48, 8);
+    expect(pool.alloc(8)).toBe(48);
+  });
+
+  it("a holder pool found full while a worker stores leaves no half entry behind", () => {
+    const index = new RadixTreeIndex({ blockSize: BS, initialCapacity: 16 });
+    store(index, "a", 0, 4);
+    // b's first block needs a holder list beside a's: the pool refuses it.
+    vi.spyOn(HolderPool.prototype, "alloc").mockImplementationOnce(() => {
+      throw new RangeError("holder pool full (test)");
+    });
+    expect(() => store(index, "b", 0, 4)).toThrow(RangeError);
+    vi.restoreAllMocks();
+    // What the ingest path does after a throw: the worker is cleared, its entries reclaimed.
+    index.removeWorker(workerKey("b"));
+    while (index.reclaim()) {}
+    expect(index.workerBlocks(workerKey("a"))).toBe(4);
+    store(index, "c", 0, 4);
+    const tokens = Array.from({ length: 4 * BS }, (_, t) => t);
+    const found = index.findMatches(computeBlockKeys(tokens, BS, null)).workers;
+    expect(found.map((w) => [w.worker, w.gpu])).toEqual([
+      [workerKey("a"), 4],
+      [workerKey("c"), 4],
+    ]);
+    expect(index.stats()).toMatchObject({ workers: 2, workerBlocks: 8 });
   });
 });

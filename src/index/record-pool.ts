@@ -50,9 +50,14 @@ export class GrowableWords {
   /** The words (a new, longer view after each `grow`). */
   words: Uint32Array;
   readonly #buffer: GrowableBuffer;
+  readonly #maxBytes: number;
 
-  constructor(initialBytes: number) {
-    this.#buffer = new Growable(Math.ceil(initialBytes / 4) * 4, { maxByteLength: MAX_BYTES });
+  /** `maxBytes` (whole words, ≤ `MAX_BYTES`): the reservation; tests use small ones. */
+  constructor(initialBytes: number, maxBytes = MAX_BYTES) {
+    this.#maxBytes = Math.floor(Math.min(maxBytes, MAX_BYTES) / 4) * 4;
+    this.#buffer = new Growable(Math.ceil(initialBytes / 4) * 4, {
+      maxByteLength: this.#maxBytes,
+    });
     this.words = new Uint32Array(this.#buffer, 0, this.#buffer.byteLength / 4);
   }
 
@@ -60,11 +65,16 @@ export class GrowableWords {
     return this.#buffer.byteLength;
   }
 
-  /** Grows to at least `bytes` (whole words); false when that is past `MAX_BYTES`. */
-  grow(bytes: number): boolean {
-    const want = Math.ceil(bytes / 4) * 4;
-    if (want <= this.#buffer.byteLength) return true;
-    if (want > MAX_BYTES) return false;
+  /**
+   * Grows to at least `minBytes` and, as far as the reservation allows, to `preferredBytes`
+   * (whole words); false, unchanged, only when `minBytes` itself is past the reservation.
+   */
+  grow(minBytes: number, preferredBytes = minBytes): boolean {
+    const need = Math.ceil(minBytes / 4) * 4;
+    if (need <= this.#buffer.byteLength) return true;
+    const max = this.#maxBytes;
+    if (need > max) return false;
+    const want = Math.max(need, Math.min(max, Math.ceil(preferredBytes / 4) * 4));
     this.#buffer.grow(want);
     this.words = new Uint32Array(this.#buffer, 0, want / 4);
     return true;
@@ -104,13 +114,10 @@ export class RecordPool {
     } else {
       if (this.#top === this.#capacity) {
         const words = this.#words;
-        if (!words.grow(Math.min(MAX_BYTES, words.byteLength * 2))) {
+        if (!words.grow((this.#capacity + 1) * this.stride * 4, words.byteLength * 2)) {
           throw new RangeError(`record pool full (${this.#capacity} records)`);
         }
         const capacity = Math.floor(words.words.length / this.stride);
-        if (capacity <= this.#capacity) {
-          throw new RangeError(`record pool full (${this.#capacity} records)`);
-        }
         this.rec = words.words;
         this.#capacity = capacity;
       }
