@@ -1,3 +1,10 @@
+/**
+ * The index's growable storage (`record-pool.ts`, `holder-pool.ts`): words kept across
+ * growths in place, free lists, the pools' limits (a pool fills its reservation, and one
+ * found full mid-store leaves the index whole), and a stepped snapshot capture spoiled by
+ * growth.
+ */
+
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { engineHashFromSafeInt } from "../protocol/engine-hash.js";
 import { workerKey } from "../protocol/worker.js";

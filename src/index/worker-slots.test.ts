@@ -1,3 +1,8 @@
+/**
+ * Worker slots (`worker-slots.ts`): ranks in key order, rebuilt when stale, against a sorted
+ * model over random registrations, retirements and recycled slots.
+ */
+
 import { describe, expect, it } from "vitest";
 import { type WorkerKey, workerKey } from "../protocol/worker.js";
 import { seededRng } from "../util/rng.js";
