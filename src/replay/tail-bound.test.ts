@@ -173,3 +173,27 @@ describe("the bounds against every policy on random traces", () => {
     expect(overlapProofs).toBeGreaterThan(0);
   });
 });
+
+describe("the first-free column", () => {
+  it("counts the first-free wait once: first-free wait + prefill with the best hit", () => {
+    // Worker 0: A (2,000 tokens, 0–2.5 s). Worker 1: C (100 tokens, 0–0.6 s). B arrives at
+    // 0.1 s sharing A's 2,000 tokens; round-robin sends it after A: 2.5–3.5 s, TTFT 3.4 s.
+    // Its bound is 3.0 s (its whole prompt at once; waiting for A gives 2.4 + 1.0), its
+    // prefill bound 1.0 s. The worker that freed first is 1, at 0.6 s: 0.5 s + 1.0 s =
+    // 1.5 s, under a 3.2-second line. Adding the wait to the bound (0.5 + 3.0) counts
+    // the waiting twice.
+    const trace = [
+      at(0, 0, 2000, [1, 2, 3, 4]),
+      at(1, 0, 100, [9]),
+      at(2, 0.1, 2500, [1, 2, 3, 4, 5]),
+    ];
+    const d = runJob(trace, "round_robin", opts(2, "round_robin")).tailData!;
+    expect(Array.from(d.worker)).toEqual([0, 1, 0]);
+    expect(d.ttftMs[2]).toBeCloseTo(3400);
+    expect(d.boundMs[2]).toBeCloseTo(3000);
+    expect(d.firstFreeWaitMs[2]).toBeCloseTo(500);
+    const r = tailReport("round_robin", d, 1600, 2);
+    expect(r.above).toBe(1);
+    expect(r.aboveOnFirstFree).toBe(0);
+  });
+});

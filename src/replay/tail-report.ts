@@ -168,7 +168,9 @@ export function tailReport(
     if (!(d.ttftMs[k]! > lineMs)) continue;
     above++;
     members[classify(d, k, lineMs)].push(k);
-    if (d.firstFreeWaitMs[k]! + d.boundMs[k]! > lineMs) aboveOnFirstFree++;
+    // The first-free wait plus the prefill with the best hit (not the TTFT bound, which
+    // already holds a wait: the holder's; adding it would count waiting twice).
+    if (d.firstFreeWaitMs[k]! + d.prefillBoundMs[k]! > lineMs) aboveOnFirstFree++;
   }
   const stats = (ks: readonly number[]): TailClassStats => ({
     count: ks.length,
