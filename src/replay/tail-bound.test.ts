@@ -124,6 +124,27 @@ describe("more requests in prefill at once than workers", () => {
     expect(overlapLate(d.arrivalMs, d.prefillBoundMs, d.boundMs, 3200, 3)).toBe(0);
   });
 
+  it("does not count the forced ones again", () => {
+    // Two 2,500-token prompts at 0 on 1 worker (3.0 s each), line 2.9 s: both forced.
+    // Their spans [−0.1, 3.0) overlap, but they are above the line already: overlap 0
+    // (the fewest above under every placement is 2, not 3).
+    const d = runJob(burst, "round_robin", opts(1, "round_robin")).tailData!;
+    const r = tailReport("round_robin", d, 1450, 2);
+    expect([r.above, r.forced, r.overlapLate]).toEqual([2, 2, 0]);
+  });
+
+  it("a run with fewer above than proven calls nothing proven", () => {
+    // The burst of three on 3 workers: all 3.0 s, none above a 3.2 s line. Read as a
+    // 2-worker fleet (a broken premise) it has fewer above than forced + overlap (0 < 1)
+    // while every TTFT is at or above its bound: only that check catches it.
+    const trace = [...burst, at(2, 0, 2500, [11, 12, 13, 14, 15])];
+    const d = { ...runJob(trace, "round_robin", opts(3, "round_robin")).tailData!, workers: 2 };
+    const r = tailReport("round_robin", d, 1600, 2);
+    expect([d.ttftBelowBound, d.hitAboveBest, r.above, r.overlapLate]).toEqual([0, 0, 0, 1]);
+    expect([r.fewerAboveThanProven, r.unreachable]).toEqual([true, false]);
+    expect(formatTailReport(r)).toContain("fewer above the line than forced + overlap");
+  });
+
   it("does not count requests whose prefills need not overlap", () => {
     // The third arrives at 2.9 s: it must start by 3.1 s, the first two end at 3.0 s.
     const trace = [...burst, at(2, 2.9, 2500, [11, 12, 13, 14, 15])];
