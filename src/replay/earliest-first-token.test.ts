@@ -1,7 +1,8 @@
 /**
  * `earliest_first_token` (the yardstick that knows the present): its choices on a trace
- * worked out by hand (and the longest prompt kept per block, not the first), and its copy of the fleet's state exact on random traces with
- * unlimited caches and slots to spare — every first token where it expected it.
+ * worked out by hand (and the longest prompt kept per block, not the first), and its
+ * copy of the fleet's state exact on random traces with unlimited caches and slots to
+ * spare — every first token where it expected it.
  */
 
 import { describe, expect, it } from "vitest";
