@@ -201,8 +201,8 @@ describe("the first-free column", () => {
     // 0.1 s sharing A's 2,000 tokens; round-robin sends it after A: 2.5–3.5 s, TTFT 3.4 s.
     // Its bound is 3.0 s (its whole prompt at once; waiting for A gives 2.4 + 1.0), its
     // prefill bound 1.0 s. The worker that freed first is 1, at 0.6 s: 0.5 s + 1.0 s =
-    // 1.5 s, under a 3.2-second line. Adding the wait to the bound (0.5 + 3.0) counts
-    // the waiting twice.
+    // 1.5 s, not before its 3.0 s bound: under a 3.2-second line. Adding the wait to the
+    // bound (0.5 + 3.0 = 3.5 s) counts the waiting twice.
     const trace = [
       at(0, 0, 2000, [1, 2, 3, 4]),
       at(1, 0, 100, [9]),
@@ -216,5 +216,8 @@ describe("the first-free column", () => {
     const r = tailReport("round_robin", d, 1600, 2);
     expect(r.above).toBe(1);
     expect(r.aboveOnFirstFree).toBe(0);
+    // At 2.9 s B is forced (bound 3.0 s): above the line on every worker, first-free too.
+    const forced = tailReport("round_robin", d, 1450, 2);
+    expect([forced.above, forced.forced, forced.aboveOnFirstFree]).toEqual([1, 1, 1]);
   });
 });

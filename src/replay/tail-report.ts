@@ -95,7 +95,10 @@ export interface TailReport {
   /** allowance − forced − overlapLate: room left for every other cause (negative when unreachable). */
   readonly room: number;
   readonly classes: Readonly<Record<TailClass, TailClassStats>>;
-  /** Above the line even on the first-free worker with the best hit (an estimate). */
+  /**
+   * Above the line even on the first-free worker with the best hit, not before its bound
+   * (an estimate; forced ones included).
+   */
   readonly aboveOnFirstFree: number;
   /** Requests whose real hit exceeded the bound's best hit (0, or the bound is wrong). */
   readonly hitAboveBest: number;
@@ -168,9 +171,11 @@ export function tailReport(
     if (!(d.ttftMs[k]! > lineMs)) continue;
     above++;
     members[classify(d, k, lineMs)].push(k);
-    // The first-free wait plus the prefill with the best hit (not the TTFT bound, which
-    // already holds a wait: the holder's; adding it would count waiting twice).
-    if (d.firstFreeWaitMs[k]! + d.prefillBoundMs[k]! > lineMs) aboveOnFirstFree++;
+    // The first-free wait plus the prefill with the best hit, but never under the TTFT
+    // bound (the best hit may not be computed yet). Not first-free wait + bound: the
+    // bound already holds a wait, the holder's, so that counts waiting twice.
+    const onFirstFree = Math.max(d.firstFreeWaitMs[k]! + d.prefillBoundMs[k]!, d.boundMs[k]!);
+    if (onFirstFree > lineMs) aboveOnFirstFree++;
   }
   const stats = (ks: readonly number[]): TailClassStats => ({
     count: ks.length,
