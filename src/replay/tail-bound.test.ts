@@ -88,6 +88,7 @@ describe("the bounds' check on a run", () => {
     const r = tailReport("kv", d, 250, 2); // line 500 ms: both bounds above it
     expect([r.forced, r.allowance, r.unreachable]).toEqual([2, 0, false]);
     expect(formatTailReport(r)).toContain("1 requests' TTFT below their bound");
+    expect(formatTailReport(r)).toContain("p99 floor (p99 of the per-request bounds; not proven");
     expect(verdict(r)).toBe("not met (bound failed its check)");
     // The same with B waiting for A on its worker: consistent, proven.
     const ok = collectTail(
@@ -143,6 +144,7 @@ describe("more requests in prefill at once than workers", () => {
     expect([d.ttftBelowBound, d.hitAboveBest, r.above, r.overlapLate]).toEqual([0, 0, 0, 1]);
     expect([r.fewerAboveThanProven, r.unreachable]).toEqual([true, false]);
     expect(formatTailReport(r)).toContain("fewer above the line than forced + overlap");
+    expect(formatTailReport(r)).not.toContain("no router's p99 is lower");
   });
 
   it("does not count requests whose prefills need not overlap", () => {
