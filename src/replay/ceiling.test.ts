@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { infiniteCacheCeiling, maxHitTokens } from "./ceiling.js";
+import { infiniteCacheCeiling, maxHitTokens, sharedPageTokens } from "./ceiling.js";
 import type { TraceRequest } from "./trace.js";
 
 const req = (index: number, inputLength: number, hashIds: number[]): TraceRequest => ({
@@ -40,5 +40,11 @@ describe("infiniteCacheCeiling", () => {
     expect(maxHitTokens(32, 16)).toBe(16);
     expect(maxHitTokens(33, 16)).toBe(32);
     expect(maxHitTokens(1, 16)).toBe(0);
+  });
+
+  it("shares whole pages of the shorter prefix, never the last token", () => {
+    expect(sharedPageTokens(2, 5000, 3000, 16)).toBe(1024); // two trace blocks
+    expect(sharedPageTokens(2, 700, 3000, 16)).toBe(688); // the other prompt ends first
+    expect(sharedPageTokens(2, 5000, 1000, 16)).toBe(992); // its own last token
   });
 });

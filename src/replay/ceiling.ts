@@ -29,6 +29,21 @@ export function maxHitTokens(length: number, blockSize: number): number {
 }
 
 /**
+ * Tokens a prompt of `length` can hit from an earlier prompt of `otherLength` with which it
+ * agrees on its first `blocks` trace blocks: the shared min(512·blocks, both lengths), in
+ * whole `blockSize` pages, never the prompt's last token.
+ */
+export function sharedPageTokens(
+  blocks: number,
+  otherLength: number,
+  length: number,
+  blockSize: number,
+): number {
+  const shared = Math.min(blocks * TRACE_BLOCK_TOKENS, otherLength, length);
+  return Math.min(Math.floor(shared / blockSize) * blockSize, maxHitTokens(length, blockSize));
+}
+
+/**
  * Hits of `workers` infinite private caches, request i going to cache `assign(i)`
  * (default round-robin; 1 worker = the trace's ceiling). Requests are taken in order.
  */
@@ -58,16 +73,11 @@ export function infiniteCacheCeiling(
     const ids = r.hashIds;
     let leading = 0;
     while (leading < ids.length && cache.has(ids[leading]!)) leading++;
-    let shared = 0;
+    let hit = 0;
     for (let b = 0; b < leading; b++) {
-      const other = cache.get(ids[b]!)!;
-      const s = Math.min((b + 1) * TRACE_BLOCK_TOKENS, other, r.inputLength);
-      if (s > shared) shared = s;
+      const h = sharedPageTokens(b + 1, cache.get(ids[b]!)!, r.inputLength, blockSize);
+      if (h > hit) hit = h;
     }
-    const hit = Math.min(
-      Math.floor(shared / blockSize) * blockSize,
-      maxHitTokens(r.inputLength, blockSize),
-    );
     blockHits += leading;
     blocks += ids.length;
     tokenHits += hit;

@@ -1,7 +1,8 @@
 /**
  * `earliest_first_token` (the yardstick that knows the present): its choices on a trace
- * worked out by hand, and its copy of the fleet's state exact on random traces with
- * unlimited caches and slots to spare — every first token where it expected it.
+ * worked out by hand (and the longest prompt kept per block, not the first), and its
+ * copy of the fleet's state exact on random traces with unlimited caches and slots to
+ * spare — every first token where it expected it.
  */
 
 import { describe, expect, it } from "vitest";
@@ -46,6 +47,17 @@ describe("earliest_first_token", () => {
     const d = runJob(trace, "earliest_first_token", opts).tailData!;
     expect(Array.from(d.worker)).toEqual([0, 0, 1, 0]);
     expect(Array.from(d.ttftMs, (x) => Math.round(x))).toEqual([3500, 3108, 700, 5420]);
+  });
+
+  it("keeps the longest prompt through each block, not the first", () => {
+    // One worker. A (300 tokens) then B (900 tokens, A's block then its own) both pass
+    // through block 1. C at 100 s branches after block 1 (1,000 tokens): it shares min(512,
+    // 900) = 512 tokens with B — the first prompt through block 1 alone would give 288.
+    const p = new EarliestFirstTokenPolicy(1, timing, 16);
+    p.choose(at(0, 0, 300, [1]), [], 0);
+    p.choose(at(1, 0, 900, [1, 2]), [], 0);
+    p.choose(at(2, 100, 1000, [1, 3]), [], 100_000);
+    expect(p.expectedFirstTokenMs.get(2)).toBe(100_000 + 500 + (1000 - 512));
   });
 
   it("knows the fleet exactly with unlimited caches and slots to spare", () => {

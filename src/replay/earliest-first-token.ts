@@ -16,10 +16,10 @@
  * and it weighs no hit rate — it shows what knowing the present is worth, not the future.
  */
 
-import { maxHitTokens } from "./ceiling.js";
+import { sharedPageTokens } from "./ceiling.js";
 import type { RoutingPolicy } from "./policies.js";
 import { prefillMs, type TimingModel } from "./timing-model.js";
-import { TRACE_BLOCK_TOKENS, type TraceRequest } from "./trace.js";
+import type { TraceRequest } from "./trace.js";
 
 export class EarliestFirstTokenPolicy implements RoutingPolicy {
   readonly name = "earliest_first_token";
@@ -42,14 +42,13 @@ export class EarliestFirstTokenPolicy implements RoutingPolicy {
   /** Tokens of `r` worker `w` holds (whole pages, never the last token). */
   #hit(w: number, r: TraceRequest): number {
     const held = this.#held[w]!;
-    let shared = 0;
+    let hit = 0;
     for (let b = 0; b < r.hashIds.length; b++) {
       const longest = held.get(r.hashIds[b]!);
       if (longest === undefined) break;
-      shared = Math.max(shared, Math.min((b + 1) * TRACE_BLOCK_TOKENS, longest, r.inputLength));
+      hit = Math.max(hit, sharedPageTokens(b + 1, longest, r.inputLength, this.blockSize));
     }
-    const pages = Math.floor(shared / this.blockSize) * this.blockSize;
-    return Math.min(pages, maxHitTokens(r.inputLength, this.blockSize));
+    return hit;
   }
 
   choose(r: TraceRequest, _tokens: readonly number[], nowMs: number): number {

@@ -75,7 +75,7 @@ export function formatMatrixTail(rows: readonly MatrixTailRow[]): string {
   const out = [
     `### p99 against ${f} × the one-pool reference's p99 (tail report)`,
     "",
-    `allowed: requests the p99 permits above the line; p99 floor: the p99 of the per-request lower bounds, below which no router's p99 can go; forced: requests above the line under any router (own prefill with the best possible cache, no queue); the other columns: the first cause that applies to the rest (docs/replay.md, "Where the p99 tail comes from"); first-free: above the line even on the worker that freed first with the best cache.`,
+    `allowed: requests the p99 permits above the line; p99 floor: the p99 of the per-request lower bounds, below which no router's p99 can go; forced: requests above the line under any router (own prefill with the best possible cache, after the earliest the prompt holding that prefix can be computed); the other columns: the first cause that applies to the rest (docs/replay.md, "Where the p99 tail comes from"); first-free: above the line even on the worker that freed first with the best cache, not before its bound; goal: unreachable when forced + overlap (the requests that more than the workers would have to be in prefill at one instant) exceed allowed — proven in the replay's model (whole-prompt prefill, FIFO, one at a time per worker), not for an engine sharing blocks of a prompt still in chunked prefill.`,
     "",
     "| workload | caches | load | policy | reference p99 | line | p99 floor | p99 | allowed | above | forced | own prefill | head-of-line | backlog | slots/KV | first-free | goal |",
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",

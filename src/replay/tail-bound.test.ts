@@ -88,6 +88,7 @@ describe("the bounds' check on a run", () => {
     const r = tailReport("kv", d, 250, 2); // line 500 ms: both bounds above it
     expect([r.forced, r.allowance, r.unreachable]).toEqual([2, 0, false]);
     expect(formatTailReport(r)).toContain("1 requests' TTFT below their bound");
+    expect(formatTailReport(r)).toContain("p99 floor (p99 of the per-request bounds; not proven");
     expect(verdict(r)).toBe("not met (bound failed its check)");
     // The same with B waiting for A on its worker: consistent, proven.
     const ok = collectTail(
@@ -122,6 +123,28 @@ describe("more requests in prefill at once than workers", () => {
     expect(overlapLate(d.arrivalMs, d.prefillBoundMs, d.boundMs, 6000, 2)).toBe(0);
     // A third worker: fits.
     expect(overlapLate(d.arrivalMs, d.prefillBoundMs, d.boundMs, 3200, 3)).toBe(0);
+  });
+
+  it("does not count the forced ones again", () => {
+    // Two 2,500-token prompts at 0 on 1 worker (3.0 s each), line 2.9 s: both forced.
+    // Their spans [−0.1, 3.0) overlap, but they are above the line already: overlap 0
+    // (the fewest above under every placement is 2, not 3).
+    const d = runJob(burst, "round_robin", opts(1, "round_robin")).tailData!;
+    const r = tailReport("round_robin", d, 1450, 2);
+    expect([r.above, r.forced, r.overlapLate]).toEqual([2, 2, 0]);
+  });
+
+  it("a run with fewer above than proven calls nothing proven", () => {
+    // The burst of three on 3 workers: all 3.0 s, none above a 3.2 s line. Read as a
+    // 2-worker fleet (a broken premise) it has fewer above than forced + overlap (0 < 1)
+    // while every TTFT is at or above its bound: only that check catches it.
+    const trace = [...burst, at(2, 0, 2500, [11, 12, 13, 14, 15])];
+    const d = { ...runJob(trace, "round_robin", opts(3, "round_robin")).tailData!, workers: 2 };
+    const r = tailReport("round_robin", d, 1600, 2);
+    expect([d.ttftBelowBound, d.hitAboveBest, r.above, r.overlapLate]).toEqual([0, 0, 0, 1]);
+    expect([r.fewerAboveThanProven, r.unreachable]).toEqual([true, false]);
+    expect(formatTailReport(r)).toContain("fewer above the line than forced + overlap");
+    expect(formatTailReport(r)).not.toContain("no router's p99 is lower");
   });
 
   it("does not count requests whose prefills need not overlap", () => {
@@ -171,5 +194,32 @@ describe("the bounds against every policy on random traces", () => {
     // The traces exercise both rules (a test of bounds that never bite proves nothing).
     expect(tightened).toBeGreaterThan(0);
     expect(overlapProofs).toBeGreaterThan(0);
+  });
+});
+
+describe("the first-free column", () => {
+  it("counts the first-free wait once: first-free wait + prefill with the best hit", () => {
+    // Worker 0: A (2,000 tokens, 0–2.5 s). Worker 1: C (100 tokens, 0–0.6 s). B arrives at
+    // 0.1 s sharing A's 2,000 tokens; round-robin sends it after A: 2.5–3.5 s, TTFT 3.4 s.
+    // Its bound is 3.0 s (its whole prompt at once; waiting for A gives 2.4 + 1.0), its
+    // prefill bound 1.0 s. The worker that freed first is 1, at 0.6 s: 0.5 s + 1.0 s =
+    // 1.5 s, not before its 3.0 s bound: under a 3.2-second line. Adding the wait to the
+    // bound (0.5 + 3.0 = 3.5 s) counts the waiting twice.
+    const trace = [
+      at(0, 0, 2000, [1, 2, 3, 4]),
+      at(1, 0, 100, [9]),
+      at(2, 0.1, 2500, [1, 2, 3, 4, 5]),
+    ];
+    const d = runJob(trace, "round_robin", opts(2, "round_robin")).tailData!;
+    expect(Array.from(d.worker)).toEqual([0, 1, 0]);
+    expect(d.ttftMs[2]).toBeCloseTo(3400);
+    expect(d.boundMs[2]).toBeCloseTo(3000);
+    expect(d.firstFreeWaitMs[2]).toBeCloseTo(500);
+    const r = tailReport("round_robin", d, 1600, 2);
+    expect(r.above).toBe(1);
+    expect(r.aboveOnFirstFree).toBe(0);
+    // At 2.9 s B is forced (bound 3.0 s): above the line on every worker, first-free too.
+    const forced = tailReport("round_robin", d, 1450, 2);
+    expect([forced.above, forced.forced, forced.aboveOnFirstFree]).toEqual([1, 1, 1]);
   });
 });

@@ -29,9 +29,9 @@
  *    intervals) is a lower bound on the requests above the line besides the forced ones.
  */
 
-import { maxHitTokens } from "./ceiling.js";
+import { sharedPageTokens } from "./ceiling.js";
 import { prefillMs, type TimingModel } from "./timing-model.js";
-import { TRACE_BLOCK_TOKENS, type TraceRequest } from "./trace.js";
+import type { TraceRequest } from "./trace.js";
 
 /** Per request of the trace, in trace order (ms). */
 export interface TtftBounds {
@@ -64,14 +64,12 @@ export function ttftLowerBounds(
   for (let i = 0; i < n; i++) {
     const r = requests[i]!;
     const ids = r.hashIds;
-    const cap = maxHitTokens(r.inputLength, blockSize);
     let best = 0;
     let bound = prefillMs(timing, r.inputLength);
     for (let b = 0; b < ids.length; b++) {
       const s = seen.get(ids[b]!);
       if (s === undefined) break;
-      const shared = Math.min((b + 1) * TRACE_BLOCK_TOKENS, s.maxLength, r.inputLength);
-      const hit = Math.min(Math.floor(shared / blockSize) * blockSize, cap);
+      const hit = sharedPageTokens(b + 1, s.maxLength, r.inputLength, blockSize);
       if (hit > best) best = hit;
       const t =
         Math.max(0, s.earliestDoneMs - r.arrivalMs) + prefillMs(timing, r.inputLength - hit);

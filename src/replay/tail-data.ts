@@ -19,7 +19,6 @@
  * Memory: a dozen numbers per served request, in typed arrays (12,031 requests ≈ 1 MB).
  */
 
-import { infiniteCacheCeiling } from "./ceiling.js";
 import type { RequestOutcome } from "./sim-fleet.js";
 import { ttftLowerBounds } from "./tail-bound.js";
 import type { TimingModel } from "./timing-model.js";
@@ -65,13 +64,6 @@ export interface TailData {
   readonly ttftBelowBound: number;
   /** The fleet's size (at most this many prompts are in prefill at once). */
   readonly workers: number;
-}
-
-/** Each request's best possible hit in tokens: one infinite cache fed the whole trace. */
-export function bestPossibleHits(requests: readonly TraceRequest[], blockSize: number): Int32Array {
-  const best = new Int32Array(requests.length);
-  infiniteCacheCeiling(requests, { blockSize, onHit: (i, hit) => (best[i] = hit) });
-  return best;
 }
 
 /**

@@ -12,10 +12,14 @@ export const TAIL_USAGE = `  --tail-report             after the table, for each
                             (--tail-factor × the reference's p99; implies --reference),
                             how many requests the p99 allows above it, how many are
                             above, how many no router could bring under it (forced: own
-                            prefill with the longest prefix any earlier request left, no
-                            queue), the p99 floor no router's p99 goes below, and why
-                            the others are above (docs/replay.md, "Where the p99 tail
-                            comes from"); with --json, in each run's "tail"
+                            prefill with the longest prefix any earlier request left,
+                            after the earliest that request can be computed; overlap:
+                            more would have to be in prefill at once than there are
+                            workers), the p99 floor no router's p99 goes below (in the
+                            replay's model: whole-prompt prefill, FIFO, one at a time
+                            per worker), and why the others are above (docs/replay.md,
+                            "Where the p99 tail comes from"); with --json, in each
+                            run's "tail"
   --tail-factor X           the goal line as a multiple of the reference's p99 (default 2)
   --tail-policy P           a policy the tail report covers; repeatable (default kv, or
                             every policy run when kv is not)

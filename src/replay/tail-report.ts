@@ -7,9 +7,8 @@
  * The p99 is the nearest-rank percentile (`metrics.ts`): of n served requests it is the
  * ⌈0.99·n⌉-th smallest TTFT, so it is at most the line exactly when at most
  * n − ⌈0.99·n⌉ requests (the allowance) are above it. A request is *forced* when its TTFT
- * lower bound under any router is above the line; forced > allowance proves that no
- * placement of the requests meets the goal (in this timing model). The other requests
- * above the line get the first cause that applies:
+ * lower bound under any router is above the line (`tail-bound.ts`, point 1). The other
+ * requests above the line get the first cause that applies:
  *
  * - `ownPrefill`: its own prefill, with the hit it got, is above the line — the longest
  *   prefix an earlier request left would have brought it under (it was elsewhere, or
@@ -23,11 +22,17 @@
  *
  * Besides the forced requests, `overlapLate` more must be above the line under any router:
  * more requests under it would have to be in prefill at one instant than there are
- * workers (`tail-bound.ts`, point 2). forced + overlapLate is the proven count.
+ * workers (`tail-bound.ts`, point 2). forced + overlapLate > allowance proves that no
+ * placement of the requests meets the goal, and room = allowance − forced − overlapLate
+ * is what is left for every other cause. Proven in the replay's timing model only
+ * (whole-prompt prefill, FIFO, one prompt in prefill at a time per worker, a prefix
+ * reusable once its prompt's prefill has ended), not for an engine that shares blocks of
+ * a prompt still in chunked prefill or runs several prompts' prefills at once.
  *
  * Also counted: requests above the line even had they started on the worker that freed
- * first at their arrival with the best possible hit (`aboveOnFirstFree`; the run's other
- * placements kept, so an estimate, not a bound over routers).
+ * first at their arrival with the best possible hit, not before their TTFT bound
+ * (`aboveOnFirstFree`; the run's other placements kept, so an estimate, not a bound over
+ * routers).
  */
 
 import { percentile } from "./metrics.js";
@@ -95,7 +100,10 @@ export interface TailReport {
   /** allowance − forced − overlapLate: room left for every other cause (negative when unreachable). */
   readonly room: number;
   readonly classes: Readonly<Record<TailClass, TailClassStats>>;
-  /** Above the line even on the first-free worker with the best hit (an estimate). */
+  /**
+   * Above the line even on the first-free worker with the best hit, not before its bound
+   * (an estimate; forced ones included).
+   */
   readonly aboveOnFirstFree: number;
   /** Requests whose real hit exceeded the bound's best hit (0, or the bound is wrong). */
   readonly hitAboveBest: number;
@@ -168,7 +176,11 @@ export function tailReport(
     if (!(d.ttftMs[k]! > lineMs)) continue;
     above++;
     members[classify(d, k, lineMs)].push(k);
-    if (d.firstFreeWaitMs[k]! + d.boundMs[k]! > lineMs) aboveOnFirstFree++;
+    // The first-free wait plus the prefill with the best hit, but never under the TTFT
+    // bound (the best hit may not be computed yet). Not first-free wait + bound: the
+    // bound already holds a wait, the holder's, so that counts waiting twice.
+    const onFirstFree = Math.max(d.firstFreeWaitMs[k]! + d.prefillBoundMs[k]!, d.boundMs[k]!);
+    if (onFirstFree > lineMs) aboveOnFirstFree++;
   }
   const stats = (ks: readonly number[]): TailClassStats => ({
     count: ks.length,
@@ -276,13 +288,14 @@ export function formatTailReport(r: TailReport): string {
     r.overlapLate > 0
       ? `forced ${r.forced} + overlap ${r.overlapLate} = ${r.forced + r.overlapLate}`
       : `forced ${r.forced}`;
+  const checked = r.hitAboveBest === 0 && r.ttftBelowBound === 0 && !r.fewerAboveThanProven;
   out.push(
-    `  p99 floor (p99 of the per-request bounds; no router's p99 is lower): ${s(r.p99FloorMs)} s = ${(r.p99FloorMs / r.referenceP99Ms).toFixed(2)} × the reference's`,
+    `  p99 floor (p99 of the per-request bounds; ${checked ? "no router's p99 is lower, in the replay's model" : "not proven: the bound failed its check"}): ${s(r.p99FloorMs)} s = ${(r.p99FloorMs / r.referenceP99Ms).toFixed(2)} × the reference's`,
     `  overlap: of the rest, more would have to be in prefill at one instant than there are workers: ${r.overlapLate} more above the line under any router`,
     r.forced + r.overlapLate <= r.allowance
       ? `  ${proven} ≤ ${r.allowance} allowed: not proven unreachable; room for ${r.room} more above the line from every other cause`
       : r.unreachable
-        ? `  ${proven} > ${r.allowance} allowed: no placement meets the goal (proof: each forced request's TTFT bound — its prefill with the longest prefix any earlier request left, after that request's own bound — is above the line${r.overlapLate > 0 ? "; the overlapping ones cannot all be in prefill at once" : ""})`
+        ? `  ${proven} > ${r.allowance} allowed: no placement meets the goal (proof: each forced request's TTFT bound — its prefill with the longest prefix any earlier request left, after that request's own bound — is above the line${r.overlapLate > 0 ? "; the overlapping ones cannot all be in prefill at once" : ""}; in the replay's model: whole-prompt prefill, FIFO, one at a time per worker — not for an engine sharing blocks of a prompt still in chunked prefill)`
         : `  ${proven} > ${r.allowance} allowed, but the bound failed its check (above): nothing is proven about other placements`,
   );
   const rows = TAIL_CLASSES.map((c) => {

@@ -96,3 +96,40 @@ export function randomTrace(seed: number, n: number): TraceRequest[] {
   }
   return out;
 }
+
+/**
+ * A tiny random trace for exhaustive checks: new prompts of 1–4 blocks, and turns that
+ * extend an earlier history by 0–2 blocks, sometimes after cutting it short (a branch:
+ * two prompts sharing only part of a history). Arrivals in bursts (40 % with the request
+ * before) or up to 2.5 s apart; prompts of 1–511 tokens past their history's full blocks.
+ */
+export function branchingTrace(seed: number, n: number): TraceRequest[] {
+  const r = xorshift(seed);
+  const histories: number[][] = [];
+  let nextId = 1;
+  let t = 0;
+  const out: TraceRequest[] = [];
+  for (let i = 0; i < n; i++) {
+    t += r() < 0.4 ? 0 : Math.floor(r() * 2500);
+    let ids: number[];
+    if (histories.length > 0 && r() < 0.65) {
+      const h = histories[Math.floor(r() * histories.length)]!;
+      ids = r() < 0.3 ? h.slice(0, 1 + Math.floor(r() * h.length)) : [...h];
+      const add = Math.floor(r() * 3);
+      for (let j = 0; j < add; j++) ids.push(nextId++);
+    } else {
+      ids = [];
+      const len = 1 + Math.floor(r() * 4);
+      for (let j = 0; j < len; j++) ids.push(nextId++);
+    }
+    histories.push(ids);
+    out.push({
+      index: i,
+      arrivalMs: t,
+      inputLength: (ids.length - 1) * 512 + 1 + Math.floor(r() * 511),
+      outputLength: 1 + Math.floor(r() * 200),
+      hashIds: ids,
+    });
+  }
+  return out;
+}
