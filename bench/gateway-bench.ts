@@ -36,8 +36,9 @@
  * `--only first-byte` runs part 1 alone (about 40 s: for paired runs); the gateway's
  * young-generation collections are counted over part 1 (`first_byte_gateway_scavenges`)
  * and, per chat, over the default (tokenizer-thread) throughput rounds only, as their
- * median (`loop_gateway_scavenges_per_request`), from its `nodejs_gc_duration_seconds`. `GATEWAY_BENCH_ROUTER_NODE_OPTIONS` gives the gateway
- * processes (only them) Node options, e.g. `--max-semi-space-size=64`.
+ * median (`loop_gateway_scavenges_per_request`), from its `nodejs_gc_duration_seconds`.
+ * `GATEWAY_BENCH_ROUTER_NODE_OPTIONS` gives the gateway processes (only them) Node
+ * options, e.g. `--max-semi-space-size=64`.
  *
  * Parts 1–3 send token ids (the gateway uses them as given). The simulated worker uses
  * its stand-in tokenizer and prefills at 10^9 tokens/s so its time is not the figure.
@@ -65,6 +66,12 @@ import {
   tokenizeFigures,
   withNewTurn,
 } from "./gateway-chat.js";
+
+/** `GATEWAY_BENCH_ROUTER_NODE_OPTIONS`: Node options for the gateway processes alone. */
+const ROUTER_NODE_OPTIONS = process.env.GATEWAY_BENCH_ROUTER_NODE_OPTIONS;
+
+/** Tokenizer threads in the throughput rounds: `gateway.tokenizerThreads`' default. */
+const TOKENIZER_THREADS = 1;
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -290,7 +297,14 @@ async function fastFleetThroughput(
         else eps.push({ id: o.id, url: o.url, events: o.events, replay: null });
       });
     });
-    const router = await startRouter(routerGroup, dir, endpoints, 16, gatewayOverrides);
+    const router = await startRouter(
+      routerGroup,
+      dir,
+      endpoints,
+      16,
+      gatewayOverrides,
+      ROUTER_NODE_OPTIONS,
+    );
     process.stderr.write(
       `gateway ${router.url} (pid ${router.pid}) before ${RESPONDERS} responders (pid ${proc.pid})\n`,
     );
@@ -493,6 +507,7 @@ async function main(): Promise<void> {
     },
     1,
     false,
+    ROUTER_NODE_OPTIONS,
   );
   try {
     const worker = fleet.workers[0]!.url;
@@ -689,9 +704,6 @@ async function main(): Promise<void> {
 // `--only first-byte`: part 1 alone (paired runs of the first byte take about 40 s).
 if (ONLY === "throughput") await throughputOnly();
 else await main();
-
-/** Tokenizer threads in the throughput rounds: `gateway.tokenizerThreads`' default. */
-const TOKENIZER_THREADS = 1;
 
 /** The gateway's chats/s by CPU: the least of its process, main-thread and tokenizer limits. */
 function capacityRps(t: {
