@@ -5,7 +5,13 @@
  * recording the headers it received).
  */
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 import { parseSimArgs } from "../src/sim/sim-config.js";
 import { type SimWorkerHandle, startSimWorker } from "../src/sim/sim-worker.js";
@@ -99,6 +105,22 @@ export async function startScripted(
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * POST a JSON body with node's client and resolve with the response once its head has
+ * arrived (the test then reads it, or stops reading, as it likes).
+ */
+export function open(url: string, path: string, body: string): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+    });
+    req.once("response", resolve);
+    req.once("error", reject);
+    req.end(body);
+  });
 }
 
 /** A port nothing listens on (bound, then released). */

@@ -5,11 +5,11 @@
  * in flight.
  */
 
-import { request as httpRequest, type IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
 import {
   inFlightTotal,
   metricValue,
+  open,
   plainEntry,
   type RunningGateway,
   type ScriptedWorker,
@@ -42,18 +42,8 @@ async function scripted(...args: Parameters<typeof startScripted>): Promise<Scri
 
 const metrics = async (url: string) => (await fetch(`${url}/metrics`)).text();
 
-/** POST the stream request with node's client, which lets the test stop reading. */
-function open(url: string): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${url}/v1/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-    });
-    req.once("response", resolve);
-    req.once("error", reject);
-    req.end(BODY);
-  });
-}
+/** POST the stream request (the test may stop reading its answer). */
+const openStream = (url: string) => open(url, "/v1/completions", BODY);
 
 describe("gateway relay", () => {
   it("a client that stops reading stops the worker: nothing is buffered whole", async () => {
@@ -75,7 +65,7 @@ describe("gateway relay", () => {
       pump();
     });
     const gw = await gateway({ workers: [plainEntry("w", w.url)] });
-    const res = await open(gw.url);
+    const res = await openStream(gw.url);
     expect(res.statusCode).toBe(200);
     res.pause();
     // Socket buffers on three hops hold a few MB; the whole answer would be 64 MB.

@@ -70,6 +70,8 @@ export async function launchFleet(
   seed: number,
   /** false: workers use the simulator's stand-in tokenizer (the gateway still Qwen3's). */
   workerTokenizer = true,
+  /** Node options for the router process alone (benchmarks compare V8 settings). */
+  routerNodeOptions?: string,
 ): Promise<DemoFleet> {
   const tmp = await mkdtemp(join(tmpdir(), "kvrouter-demo-"));
   const cleanup = () => rm(tmp, { recursive: true, force: true });
@@ -93,7 +95,7 @@ export async function launchFleet(
     });
     const workers = await Promise.all(started);
 
-    const router = await startRouter(group, tmp, workers, sim.blockSize);
+    const router = await startRouter(group, tmp, workers, sim.blockSize, {}, routerNodeOptions);
     return {
       workers: workers.map((w) => ({
         id: w.id,
@@ -131,6 +133,11 @@ export async function startRouter(
   blockSize: number,
   /** `gateway` settings over the demo's (benchmarks compare variants). */
   gatewayOverrides: Readonly<Record<string, unknown>> = {},
+  /**
+   * Node options for the router alone (benchmarks compare V8 settings, e.g. the young
+   * generation's size); the workers and the calling process keep theirs.
+   */
+  nodeOptions?: string,
 ): Promise<{ url: string; pid: number }> {
   const count = workers.length;
   const base = parseYaml(await readFile(DEMO_CONFIG_PATH, "utf8")) as Record<string, unknown>;
@@ -151,10 +158,9 @@ export async function startRouter(
   const configPath = join(dir, "router.yaml");
   await writeFile(configPath, toYaml(config));
   const env = cleanEnv();
-  // Node options for the router alone (benchmarks compare V8 settings, e.g. the young
-  // generation's size); the workers and the calling process keep theirs.
-  const extra = process.env.GATEWAY_BENCH_ROUTER_NODE_OPTIONS;
-  if (extra !== undefined) env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ""} ${extra}`.trim();
+  if (nodeOptions !== undefined) {
+    env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ""} ${nodeOptions}`.trim();
+  }
   const router = group.start("router", ["serve", "--config", configPath], env);
   const port = await router.waitForJsonLine((o) => {
     if (o.msg !== "kvrouter listening") return null;

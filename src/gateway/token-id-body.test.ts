@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { seededRng } from "../util/rng.js";
 import { parseGatewayRequest } from "./request-body.js";
 import { parseTokenIdBody, scratchCapacity } from "./token-id-body.js";
 
@@ -26,11 +27,8 @@ describe("parseTokenIdBody", () => {
   });
 
   it("matches JSON.parse on random bodies (fields around the prompt, random spacing)", () => {
-    let seed = 12345;
-    const rnd = (n: number) => {
-      seed = (seed * 1103515245 + 12345) % 2 ** 31;
-      return seed % n;
-    };
+    const rng = seededRng(12345);
+    const rnd = (n: number) => Math.floor(rng() * n);
     const ws = () => [" ", "", "\n", "\t", "  "][rnd(5)]!;
     for (let t = 0; t < 300; t++) {
       const ids = Array.from({ length: 1 + rnd(2000) }, () =>

@@ -1,7 +1,8 @@
 /**
  * A completion body whose `prompt` is a flat array of token ids, parsed without building
  * that array on V8's heap: the ids are read from the body's bytes straight into an
- * `Int32Array` (its store lives outside the young generation, so no scavenge copies it),
+ * `Int32Array` (past 16 ids its store lives outside V8's heap, so no scavenge copies it;
+ * smaller typed arrays are kept on the heap, which for so few ids costs little),
  * and only the rest of the body — the few other fields, with the array cut out — goes
  * through `JSON.parse`. For an 8k-token prompt that saves the 51 KB string `JSON.parse`
  * needs, the 8k-element array it builds and most of the parse's time, on the path every
