@@ -60,6 +60,26 @@ export function xorshift(seed: number): () => number {
 }
 
 /**
+ * Request `index` at `arrivalMs` on the 512-token blocks `ids`: 1–511 tokens past the
+ * history's full blocks, 1–`maxOutput` output tokens (two draws of `r`, in that order).
+ */
+function randomRequest(
+  r: () => number,
+  index: number,
+  arrivalMs: number,
+  ids: number[],
+  maxOutput: number,
+): TraceRequest {
+  return {
+    index,
+    arrivalMs,
+    inputLength: (ids.length - 1) * 512 + 1 + Math.floor(r() * 511),
+    outputLength: 1 + Math.floor(r() * maxOutput),
+    hashIds: ids,
+  };
+}
+
+/**
  * A random trace of `n` requests: conversations that grow (each turn extends its history
  * by 1–4 blocks) and new prompts of 1–6 blocks, in bursts (30 % arrive with the request
  * before) and lulls (gaps up to 0.6 s, a fifth of them up to 4 s), so that prefixes are
@@ -86,13 +106,7 @@ export function randomTrace(seed: number, n: number): TraceRequest[] {
       for (let j = 0; j < len; j++) ids.push(nextId++);
       histories.push(ids);
     }
-    out.push({
-      index: i,
-      arrivalMs: t,
-      inputLength: (ids.length - 1) * 512 + 1 + Math.floor(r() * 511),
-      outputLength: 1 + Math.floor(r() * 40),
-      hashIds: ids,
-    });
+    out.push(randomRequest(r, i, t, ids, 40));
   }
   return out;
 }
@@ -123,13 +137,7 @@ export function branchingTrace(seed: number, n: number): TraceRequest[] {
       for (let j = 0; j < len; j++) ids.push(nextId++);
     }
     histories.push(ids);
-    out.push({
-      index: i,
-      arrivalMs: t,
-      inputLength: (ids.length - 1) * 512 + 1 + Math.floor(r() * 511),
-      outputLength: 1 + Math.floor(r() * 200),
-      hashIds: ids,
-    });
+    out.push(randomRequest(r, i, t, ids, 200));
   }
   return out;
 }
