@@ -44,6 +44,45 @@ export function sharedPageTokens(
 }
 
 /**
+ * An infinite cache of trace prompts: hash_id → the longest prompt seen that contains it
+ * (hash_ids name prefixes, so every such prompt shares the whole prefix up to that block).
+ */
+export class PromptPrefixCache {
+  readonly #longest = new Map<number, number>();
+
+  /** How many of `r`'s leading blocks it holds. */
+  leadingBlocks(r: TraceRequest): number {
+    const ids = r.hashIds;
+    let leading = 0;
+    while (leading < ids.length && this.#longest.has(ids[leading]!)) leading++;
+    return leading;
+  }
+
+  /** Tokens of `r` it would serve over its first `leading` blocks (`sharedPageTokens`). */
+  hitTokens(r: TraceRequest, blockSize: number, leading = this.leadingBlocks(r)): number {
+    let hit = 0;
+    for (let b = 0; b < leading; b++) {
+      const h = sharedPageTokens(
+        b + 1,
+        this.#longest.get(r.hashIds[b]!)!,
+        r.inputLength,
+        blockSize,
+      );
+      if (h > hit) hit = h;
+    }
+    return hit;
+  }
+
+  /** `r` is now cached. */
+  record(r: TraceRequest): void {
+    for (const id of r.hashIds) {
+      const prev = this.#longest.get(id);
+      if (prev === undefined || prev < r.inputLength) this.#longest.set(id, r.inputLength);
+    }
+  }
+}
+
+/**
  * Hits of `workers` infinite private caches, request i going to cache `assign(i)`
  * (default round-robin; 1 worker = the trace's ceiling). Requests are taken in order.
  */
@@ -60,9 +99,7 @@ export function infiniteCacheCeiling(
   const workers = options.workers ?? 1;
   const blockSize = options.blockSize ?? 16;
   const assign = options.assign ?? ((i: number) => i % workers);
-  // Per cache: hash_id → longest prompt seen that contains it (hash_ids name prefixes,
-  // so every such prompt shares the whole prefix up to that block).
-  const caches = Array.from({ length: workers }, () => new Map<number, number>());
+  const caches = Array.from({ length: workers }, () => new PromptPrefixCache());
   let blockHits = 0;
   let blocks = 0;
   let tokenHits = 0;
@@ -70,23 +107,14 @@ export function infiniteCacheCeiling(
   for (let i = 0; i < requests.length; i++) {
     const r = requests[i]!;
     const cache = caches[assign(i)]!;
-    const ids = r.hashIds;
-    let leading = 0;
-    while (leading < ids.length && cache.has(ids[leading]!)) leading++;
-    let hit = 0;
-    for (let b = 0; b < leading; b++) {
-      const h = sharedPageTokens(b + 1, cache.get(ids[b]!)!, r.inputLength, blockSize);
-      if (h > hit) hit = h;
-    }
+    const leading = cache.leadingBlocks(r);
+    const hit = cache.hitTokens(r, blockSize, leading);
     blockHits += leading;
-    blocks += ids.length;
+    blocks += r.hashIds.length;
     tokenHits += hit;
     tokens += r.inputLength;
     options.onHit?.(i, hit);
-    for (const id of ids) {
-      const prev = cache.get(id);
-      if (prev === undefined || prev < r.inputLength) cache.set(id, r.inputLength);
-    }
+    cache.record(r);
   }
   return {
     blockHits,

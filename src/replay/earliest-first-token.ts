@@ -16,7 +16,7 @@
  * and it weighs no hit rate — it shows what knowing the present is worth, not the future.
  */
 
-import { sharedPageTokens } from "./ceiling.js";
+import { PromptPrefixCache } from "./ceiling.js";
 import type { RoutingPolicy } from "./policies.js";
 import { prefillMs, type TimingModel } from "./timing-model.js";
 import type { TraceRequest } from "./trace.js";
@@ -25,8 +25,8 @@ export class EarliestFirstTokenPolicy implements RoutingPolicy {
   readonly name = "earliest_first_token";
   readonly wantsKvEvents = false;
   readonly #freeAtMs: Float64Array;
-  /** Per worker: hash_id → longest prompt through it routed there. */
-  readonly #held: Map<number, number>[];
+  /** Per worker: the prompts routed there, as a cache that never evicts. */
+  readonly #held: PromptPrefixCache[];
   /** The first token it expects for each request routed (trace index → ms). */
   readonly expectedFirstTokenMs = new Map<number, number>();
 
@@ -36,19 +36,7 @@ export class EarliestFirstTokenPolicy implements RoutingPolicy {
     readonly blockSize: number,
   ) {
     this.#freeAtMs = new Float64Array(workers);
-    this.#held = Array.from({ length: workers }, () => new Map());
-  }
-
-  /** Tokens of `r` worker `w` holds (whole pages, never the last token). */
-  #hit(w: number, r: TraceRequest): number {
-    const held = this.#held[w]!;
-    let hit = 0;
-    for (let b = 0; b < r.hashIds.length; b++) {
-      const longest = held.get(r.hashIds[b]!);
-      if (longest === undefined) break;
-      hit = Math.max(hit, sharedPageTokens(b + 1, longest, r.inputLength, this.blockSize));
-    }
-    return hit;
+    this.#held = Array.from({ length: workers }, () => new PromptPrefixCache());
   }
 
   choose(r: TraceRequest, _tokens: readonly number[], nowMs: number): number {
@@ -56,7 +44,8 @@ export class EarliestFirstTokenPolicy implements RoutingPolicy {
     let bestFirstToken = Number.POSITIVE_INFINITY;
     for (let w = 0; w < this.#freeAtMs.length; w++) {
       const start = Math.max(nowMs, this.#freeAtMs[w]!);
-      const firstToken = start + prefillMs(this.timing, r.inputLength - this.#hit(w, r));
+      const firstToken =
+        start + prefillMs(this.timing, r.inputLength - this.#held[w]!.hitTokens(r, this.blockSize));
       if (firstToken < bestFirstToken) {
         bestFirstToken = firstToken;
         best = w;
@@ -64,11 +53,7 @@ export class EarliestFirstTokenPolicy implements RoutingPolicy {
     }
     this.#freeAtMs[best] = bestFirstToken;
     this.expectedFirstTokenMs.set(r.index, bestFirstToken);
-    const held = this.#held[best]!;
-    for (const id of r.hashIds) {
-      const longest = held.get(id);
-      if (longest === undefined || longest < r.inputLength) held.set(id, r.inputLength);
-    }
+    this.#held[best]!.record(r);
     return best;
   }
 }
