@@ -94,7 +94,7 @@ function readIds(buf: Uint8Array, at: number): { count: number; end: number } | 
         v = v * 10 + (c - ZERO);
         if (v >= ID_LIMIT) return null;
       } else return null;
-    } else if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
+    } else if (isSpace(c)) {
       if (state === 1) {
         put(count++, v);
         state = 2;
