@@ -92,8 +92,15 @@ const ONLY = (() => {
   const i = process.argv.indexOf("--only");
   return i > 0 ? process.argv[i + 1] : undefined;
 })();
-/** `GATEWAY_BENCH_PROF=DIR`: the throughput part's gateways write a `--cpu-prof` there. */
+/**
+ * `GATEWAY_BENCH_PROF=DIR`: the gateways write a `--cpu-prof` there (part 1's fleet —
+ * gateway and simulated worker — and the throughput part's gateways).
+ */
 const PROF_DIR = process.env.GATEWAY_BENCH_PROF;
+const profArgs = () =>
+  PROF_DIR === undefined
+    ? process.execArgv
+    : [...process.execArgv, "--cpu-prof", `--cpu-prof-dir=${PROF_DIR}`];
 
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
 
@@ -271,11 +278,7 @@ async function fastFleetThroughput(
 ) {
   const dir = mkdtempSync(join(tmpdir(), "kvrouter-gw-bench-"));
   const tokensFile = join(dir, "tokens.json");
-  const routerGroup = new ChildGroup(
-    PROF_DIR === undefined
-      ? process.execArgv
-      : [...process.execArgv, "--cpu-prof", `--cpu-prof-dir=${PROF_DIR}`],
-  );
+  const routerGroup = new ChildGroup(profArgs());
   writeFileSync(tokensFile, JSON.stringify(await historyTokenIds(hs)));
   const proc = spawn(
     process.execPath,
@@ -493,7 +496,7 @@ async function throughputOnly(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const group = new ChildGroup();
+  const group = new ChildGroup(profArgs());
   let stopFloor = () => {};
   const fleet = await launchFleet(
     group,
