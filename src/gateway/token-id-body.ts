@@ -63,7 +63,7 @@ function isPromptKey(buf: Uint8Array, at: number, end: number): boolean {
 }
 
 /** `scratch` twice as long, its ids kept. */
-function grow(): Int32Array {
+function grow() {
   const grown = new Int32Array(scratch.length * 2);
   grown.set(scratch);
   scratch = grown;
