@@ -14,27 +14,42 @@ import { ApiError } from "./errors.js";
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
 /**
- * An `onRequest` hook requiring `Authorization: Bearer <token>`; null token = no check.
- * `onRequest` runs before the body is parsed or validated, so an unauthenticated caller
- * gets a 401 and never learns the route's schema from a 400.
+ * The check behind the guard: the error a request with this `Authorization` header gets,
+ * or null when it may pass (always, with no token configured).
  */
-export function requireBearer(token: string | null, key = "server.authToken") {
+export function bearerCheck(
+  token: string | null,
+  key = "server.authToken",
+): (header: string | undefined) => ApiError | null {
   const expected = token === null ? null : digest(token);
-  return async (req: FastifyRequest): Promise<void> => {
-    if (expected === null) return;
-    const header = req.headers.authorization;
+  return (header) => {
+    if (expected === null) return null;
     if (header === undefined) {
-      throw new ApiError(
+      return new ApiError(
         "unauthorized",
         `this route needs an Authorization: Bearer <token> header (${key} is set)`,
       );
     }
     const m = /^Bearer\s+(.+)$/i.exec(header);
     if (m === null) {
-      throw new ApiError("unauthorized", "the Authorization header must be 'Bearer <token>'");
+      return new ApiError("unauthorized", "the Authorization header must be 'Bearer <token>'");
     }
     if (!timingSafeEqual(digest(m[1]!.trim()), expected)) {
-      throw new ApiError("unauthorized", `the bearer token is not the configured ${key}`);
+      return new ApiError("unauthorized", `the bearer token is not the configured ${key}`);
     }
+    return null;
+  };
+}
+
+/**
+ * An `onRequest` hook requiring `Authorization: Bearer <token>`; null token = no check.
+ * `onRequest` runs before the body is parsed or validated, so an unauthenticated caller
+ * gets a 401 and never learns the route's schema from a 400.
+ */
+export function requireBearer(token: string | null, key = "server.authToken") {
+  const check = bearerCheck(token, key);
+  return async (req: FastifyRequest): Promise<void> => {
+    const err = check(req.headers.authorization);
+    if (err !== null) throw err;
   };
 }

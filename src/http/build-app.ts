@@ -18,6 +18,7 @@ import { createMetrics, type RouterMetrics } from "../telemetry/metrics.js";
 import type { AppDeps } from "./deps.js";
 import { installErrorHandling } from "./error-handler.js";
 import { registerEventRoutes } from "./event-routes.js";
+import { frontServerFactory, GatewayFront } from "./gateway-front.js";
 import { registerGatewayRoutes } from "./gateway-routes.js";
 import { registerHealthRoutes } from "./health-routes.js";
 import { installJsonParser } from "./json-depth.js";
@@ -45,6 +46,19 @@ export interface BuiltApp {
 /** Create the app with every route registered; call `app.listen` (or `inject`) next. */
 export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   const server = deps.config.server;
+  const drain = new Drain();
+  // The gateway's two OpenAI POST routes are served ahead of fastify (`gateway-front.ts`).
+  const gw = deps.gateway;
+  const front =
+    gw === undefined
+      ? null
+      : new GatewayFront({
+          gateway: gw,
+          authToken: deps.config.gateway.authToken,
+          bodyLimitBytes: server.bodyLimitBytes,
+          draining: () => drain.active,
+          logger: deps.logger,
+        });
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -54,9 +68,9 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     forceCloseConnections: "idle",
     ...JSON_PARSING,
     ...serverOptions(server),
+    serverFactory: frontServerFactory(() => front),
   });
   applyConnectionCap(app, server);
-  const drain = new Drain();
   drain.install(app);
   const metricsRegistry = deps.metricsRegistry ?? new Registry();
   const metrics = createMetrics(metricsRegistry, {

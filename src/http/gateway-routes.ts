@@ -1,12 +1,14 @@
 /**
- * The OpenAI-compatible routes of gateway mode: `POST /v1/completions`,
+ * The OpenAI-compatible routes of gateway mode on fastify: `POST /v1/completions`,
  * `POST /v1/chat/completions`, `GET /v1/models`. A thin adapter: the body's bytes are kept
  * (the worker receives exactly them), the gateway (`src/gateway/gateway.ts`) does the
  * work up to the worker's first byte, then the reply is hijacked and the answer relayed.
  *
- * Errors use the API's one error set (`errors.ts`) in a shape OpenAI's clients also read:
- * `{ error: { code, message, type, param } }` (`code` and `message` as everywhere in the
- * API; `type` and `param` as OpenAI's). A 429 carries `Retry-After`.
+ * On a listening server most POSTs never reach these two routes: the `node:http` listener
+ * in `gateway-front.ts` serves them ahead of fastify and hands over only what it does not
+ * take (a failed token, another content type, an empty, chunked or oversized body, the
+ * drain), which these routes answer as they always did; `app.inject()` comes here too.
+ * Errors: `gateway-answer.ts` (the same for both).
  */
 
 import type { FastifyInstance, FastifyReply } from "fastify";
@@ -15,27 +17,11 @@ import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
 import { parseTokenIdBody } from "../gateway/token-id-body.js";
 import { requireBearer } from "./auth.js";
-import { ERROR_CODES, type ErrorCode } from "./errors.js";
-
-const OPENAI_TYPES: Record<number, string> = {
-  400: "invalid_request_error",
-  401: "authentication_error",
-  404: "not_found_error",
-  429: "rate_limit_error",
-};
+import { gatewayErrorAnswer } from "./gateway-answer.js";
 
 function sendGatewayError(reply: FastifyReply, err: GatewayError) {
-  const code: ErrorCode = err.code;
-  const status = ERROR_CODES[code].status;
-  if (err.retryAfterS !== null) reply.header("retry-after", String(err.retryAfterS));
-  return reply.status(status).send({
-    error: {
-      code,
-      message: err.message,
-      type: OPENAI_TYPES[status] ?? "api_error",
-      param: err.param,
-    },
-  });
+  const a = gatewayErrorAnswer(err);
+  return reply.headers(a.headers).status(a.status).send(a.body);
 }
 
 const COMPLETIONS = "/v1/completions";
