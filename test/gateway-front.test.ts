@@ -139,6 +139,38 @@ describe("gateway listener ahead of fastify", () => {
     }
   });
 
+  it("takes ordinary requests itself and hands the others to fastify", async () => {
+    // Who gathered each body's bytes, by the caller of Buffer.concat (as in
+    // gateway-retention.test.ts): the listener, or fastify's content-type parser.
+    const gatherers: string[] = [];
+    const concat = Buffer.concat;
+    Buffer.concat = ((list: readonly Uint8Array[], n?: number) => {
+      const b = concat(list, n);
+      if (b.includes('"probe":"front"')) {
+        const caller = (new Error().stack ?? "").split("\n")[2] ?? "";
+        gatherers.push(
+          /gateway-front/.test(caller)
+            ? "listener"
+            : /content-type-parser/.test(caller)
+              ? "fastify"
+              : "other",
+        );
+      }
+      return b;
+    }) as typeof Buffer.concat;
+    try {
+      const body = JSON.stringify({ model: "sim-model", prompt: [1, 2, 3], probe: "front" });
+      const s = { path: "/v1/completions", headers: { ...JSON_CT, ...AUTH }, body };
+      expect((await send(gw.url, s)).status).toBe(200);
+      // Chunked: no length to check against the limit first, so fastify's.
+      expect((await send(gw.url, { ...s, chunked: true })).status).toBe(200);
+      // ("other": the scripted worker gathering what it received.)
+      expect(gatherers.filter((g) => g !== "other")).toEqual(["listener", "fastify"]);
+    } finally {
+      Buffer.concat = concat;
+    }
+  });
+
   it("a missing, malformed or wrong token: the same 401", async () => {
     const body = JSON.stringify({ model: "sim-model", prompt: [1] });
     const auths: Record<string, string>[] = [
