@@ -60,6 +60,7 @@ import { Agent, request } from "undici";
 import { ChildGroup } from "../src/demo/child-group.js";
 import { type FleetWorkerEndpoints, launchFleet, startRouter } from "../src/demo/demo-fleet.js";
 import {
+  ChatBodies,
   type ChatMessage,
   history,
   historyTokenIds,
@@ -132,7 +133,7 @@ function chatBody(messages: readonly ChatMessage[]): string {
  */
 async function complete(
   base: string,
-  payload: string,
+  payload: string | Buffer,
   path = "/v1/completions",
   own?: number[],
 ): Promise<number> {
@@ -248,14 +249,17 @@ async function closedLoop(base: string, seconds: number, n: number): Promise<num
 }
 
 /** `n` chats in a closed loop of `CONCURRENCY` clients for `DURATION_S` s; chats/s. */
+/** The closed loop's bodies (the client's CPU per chat is reported beside the gateway's). */
+const loopBodies = new ChatBodies("sim-model", MAX_TOKENS);
+
 async function chatLoop(bases: readonly string[], hs: readonly ChatMessage[][]): Promise<number> {
   const end = performance.now() + DURATION_S * 1000;
   let done = 0;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async (_, c) => {
       for (let i = c; performance.now() < end; i += CONCURRENCY) {
-        const m = withNewTurn(hs[i % hs.length]!);
-        await complete(bases[i % bases.length]!, chatBody(m), "/v1/chat/completions");
+        const payload = loopBodies.next(hs[i % hs.length]!);
+        await complete(bases[i % bases.length]!, payload, "/v1/chat/completions");
         done++;
       }
     }),
