@@ -141,9 +141,14 @@ export function runJob(
         ...o,
         workers: 1,
         capacityBlocks: o.capacityBlocks === null ? null : o.capacityBlocks * n,
+        // n times one worker in every dimension: n workers pay the per-request overhead
+        // n at a time, so the pool pays 1/n of it per request (with the whole overhead it
+        // could start at most 1 / overhead requests a second, the fleet n / overhead, and on
+        // many short prompts it queued where the fleet did not).
         timing: {
           ...o.timing,
           prefillTokensPerSec: o.timing.prefillTokensPerSec * n,
+          prefillOverheadMs: o.timing.prefillOverheadMs / n,
           maxNumSeqs: o.timing.maxNumSeqs * n,
         },
       },
