@@ -36,6 +36,16 @@ export interface RouterDeps {
   /** Predicted load routed by others (router replicas), added to our own in-flight. */
   readonly extraLoad?: PredictedLoadSource;
   /**
+   * The workers' prefill rate, uncached tokens per second (config
+   * `inFlight.prefillTokensPerSec`; absent or 0: not known). When known, a worker's queued
+   * prefill leaves out what its prefill in progress has already computed
+   * (`InFlightTracker.prefillProgress`), and every decision is scored in full (the column
+   * path has no time-dependent term).
+   */
+  readonly prefillTokensPerSec?: number;
+  /** The per-request part of a worker's prefill, ms (`inFlight.prefillOverheadMs`; default 0). */
+  readonly prefillOverheadMs?: number;
+  /**
    * Most candidates a decision's `candidates` explains (default
    * `DEFAULT_BREAKDOWN_LIMIT`, 32): with a larger field it lists the lowest-cost ones and
    * the chosen one. Every routable worker is scored either way; Infinity = all.

@@ -458,3 +458,30 @@ describe("Router predict-on-route", () => {
     expect(predicted.stats().blocks).toBeLessThanOrEqual(12 + 12);
   });
 });
+
+describe("Router with the workers' prefill rate (inFlight.prefillTokensPerSec)", () => {
+  // a computes 1,000 tokens routed at 0 ms (an idle worker: it started then); b has 400
+  // routed at 900 ms. At 950 ms, at 1 token/ms: a has 50 left, b 350.
+  const route = (over: Partial<RouterDeps>) => {
+    const { router, inFlight, add } = setup({ candidateBreakdownLimit: 1, ...over });
+    const a = add("a");
+    const b = add("b");
+    inFlight.add("x", a, { prefillTokens: 1000, blocks: 1, nowMs: 0 });
+    inFlight.add("y", b, { prefillTokens: 400, blocks: 1, nowMs: 900 });
+    const r = router.route({ tokenIds: prompt(32) }, 950);
+    if (!r.ok) throw new Error(r.error.message);
+    return { worker: r.decision.worker, a, b, columns: router.columnStats.decisions };
+  };
+
+  it("counts a prefill in progress by what is left of it, scoring every candidate in full", () => {
+    const r = route({ prefillTokensPerSec: 1000 });
+    expect(r.worker).toBe(r.a);
+    expect(r.columns).toBe(0);
+  });
+
+  it("without it, counts the whole prefill (and a field above the breakdown uses columns)", () => {
+    const r = route({});
+    expect(r.worker).toBe(r.b);
+    expect(r.columns).toBe(1);
+  });
+});

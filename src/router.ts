@@ -19,7 +19,7 @@ import { MatchBuffer } from "./index/match-buffer.js";
 import type { BlockKeySeq, PrefixIndex, WorkerMatch } from "./index/types.js";
 import { effectiveLoad, samePrefixPending } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
-import type { WorkerInfo } from "./load/types.js";
+import type { InFlightTotals, WorkerInfo } from "./load/types.js";
 import type { WorkerKey } from "./protocol/worker.js";
 import { ColumnScorer } from "./router-columns.js";
 import type {
@@ -170,7 +170,8 @@ export class Router {
     // A field larger than the answer explains: scored in columns (router-columns.ts), the
     // same decision without an object per worker. Otherwise, or if its totals disagree
     // with the cost function (counted), every candidate is built and scored (reference).
-    const columns = d.fullScoring !== true && count > breakdownLimit;
+    const columns =
+      d.fullScoring !== true && count > breakdownLimit && !((d.prefillTokensPerSec ?? 0) > 0);
     // The column path reads the lookup in the index's own typed arrays when it can (no
     // object per holder); shared stores need the holders by key (`#storeOverlap`).
     const slots = columns && this.#storeKeys().size === 0 ? this.#slots : null;
@@ -352,6 +353,20 @@ export class Router {
       all = addTotals(all, extra.totals(w.key));
       newer = snapshot === null ? all : addTotals(newer, extra.totalsSince(w.key, snapshot.atMs));
     }
+    const rate = d.prefillTokensPerSec ?? 0;
+    if (rate > 0) {
+      // What the prefill in progress has computed by now is no longer queued.
+      const p = d.inFlight.prefillProgress(w.key, nowMs, rate, d.prefillOverheadMs ?? 0);
+      if (p !== null && p.tokens > 0) {
+        all = lessPrefill(all, p.tokens);
+        newer =
+          snapshot === null
+            ? all
+            : p.routedMs >= snapshot.atMs
+              ? lessPrefill(newer, p.tokens)
+              : newer;
+      }
+    }
     const m = byWorker.get(w.key);
     // Predicted blocks count as GPU-held (max with the index; gpu ≤ host ≤ disk kept);
     // once the index covers them, the engine has confirmed them and they go.
@@ -442,4 +457,14 @@ function fail(
 /** The chain a request's keys are rooted at: its adapter and cache salt. */
 function chainOf(req: Pick<RouteRequest, "loraName" | "cacheSalt">): string | null {
   return chainName(req.loraName ?? null, req.cacheSalt ?? null);
+}
+
+/** `t` with `tokens` fewer pending prefill tokens (a fresh object). */
+function lessPrefill(t: InFlightTotals, tokens: number): InFlightTotals {
+  return {
+    pendingPrefillTokens: Math.max(0, t.pendingPrefillTokens - tokens),
+    pendingRequests: t.pendingRequests,
+    activeBlocks: t.activeBlocks,
+    activeRequests: t.activeRequests,
+  };
 }

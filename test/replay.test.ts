@@ -14,7 +14,7 @@ import { infiniteCacheCeiling } from "../src/replay/ceiling.js";
 import { type CompareOptions, comparePolicies } from "../src/replay/compare.js";
 import { main } from "../src/replay/replay-main.js";
 import { DEFAULT_TIMING } from "../src/replay/timing-model.js";
-import { loadTrace } from "../src/replay/trace.js";
+import { loadTrace, type TraceRequest } from "../src/replay/trace.js";
 import { DEFAULT_SCHEDULER_CONFIG } from "../src/scheduler/defaults.js";
 
 const TRACE = fileURLToPath(new URL("../traces/mooncake-conversation-2k.jsonl", import.meta.url));
@@ -58,6 +58,30 @@ describe("replay against the trace's own ceilings", () => {
     expect(runs.map((r) => r.label)).toEqual(["reference"]);
     expect(runs[0]!.summary.workers).toBe(1);
     expect(runs[0]!.summary.hitTokens).toBe(infiniteCacheCeiling(slice).tokenHits);
+  });
+
+  it("the reference is n workers in one: a prompt's whole prefill, overhead included, takes 1/n", () => {
+    // One 5,200-token prompt: 20 ms + 1 s on one worker of the fleet, so (20 ms + 1 s) / 4
+    // on the 4-worker pool — not 20 ms + 1 s / 4, which would let the pool start only
+    // 1 / 20 ms requests a second against the fleet's 4 / 20 ms.
+    const one: TraceRequest[] = [
+      { index: 0, arrivalMs: 0, inputLength: 5_200, outputLength: 1, hashIds: [1] },
+    ];
+    const [fleet, ref] = comparePolicies(one, { ...base, reference: true });
+    expect(fleet!.ttftSorted[0]).toBeCloseTo(1_020, 6);
+    expect(ref!.label).toBe("reference");
+    expect(ref!.ttftSorted[0]).toBeCloseTo(1_020 / 4, 6);
+    // Many short prompts at once: the pool clears them as fast as the fleet's 4 workers.
+    const burst: TraceRequest[] = Array.from({ length: 40 }, (_, i) => ({
+      index: i,
+      arrivalMs: 0,
+      inputLength: 16,
+      outputLength: 1,
+      hashIds: [100 + i],
+    }));
+    const [f2, r2] = comparePolicies(burst, { ...base, reference: true });
+    const last = (r: typeof f2) => r!.ttftSorted[r!.ttftSorted.length - 1]!;
+    expect(last(r2)).toBeLessThanOrEqual(last(f2) + 1e-6);
   });
 });
 

@@ -195,6 +195,20 @@ export const FIELDS = {
       default: 8192,
       doc: "most in-flight records per worker; the oldest is dropped (and counted) past it",
     },
+    prefillTokensPerSec: {
+      kind: "number",
+      min: 0,
+      max: 1e9,
+      default: 0,
+      doc: "the workers' prefill rate, uncached tokens/s: queued prefill leaves out what the prefill in progress has computed (0 = unknown, off)",
+    },
+    prefillOverheadMs: {
+      kind: "number",
+      min: 0,
+      max: DAY_MS,
+      default: 0,
+      doc: "the per-request part of a worker's prefill, ms (with `prefillTokensPerSec`)",
+    },
   },
   predict: PREDICT_FIELDS,
   events: {

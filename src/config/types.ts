@@ -114,6 +114,10 @@ export interface InFlightConfig {
   readonly ttlMs: number;
   /** Most in-flight records per worker (oldest dropped past it). */
   readonly maxPerWorker: number;
+  /** The workers' prefill rate, uncached tokens/s (0: unknown; `Router` deps). */
+  readonly prefillTokensPerSec: number;
+  /** The per-request part of a worker's prefill, ms. */
+  readonly prefillOverheadMs: number;
 }
 
 export interface EventsConfig {

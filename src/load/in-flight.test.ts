@@ -252,3 +252,33 @@ describe("InFlightTracker.totalsSince", () => {
     expect(t.pendingSharing(workerKey("none"), p, 1)).toBe(0);
   });
 });
+
+describe("InFlightTracker.prefillProgress", () => {
+  const w = workerKey("w");
+  const add = (t: InFlightTracker, id: string, tokens: number, nowMs: number) =>
+    t.add(id, w, { prefillTokens: tokens, blocks: 1, nowMs });
+
+  it("counts the oldest pending prefill from the later of its routing and the last first token", () => {
+    const t = tracker();
+    expect(t.prefillProgress(w, 0, 1000)).toBeNull();
+    add(t, "a", 2000, 100); // routed to an idle worker: starts at once
+    add(t, "b", 3000, 200); // queued behind a
+    // At 1 token/ms after 20 ms of overhead: a has computed 600 of its 2,000 at 720 ms.
+    expect(t.prefillProgress(w, 720, 1000, 20)).toEqual({ tokens: 600, routedMs: 100 });
+    expect(t.prefillProgress(w, 5000, 1000)).toEqual({ tokens: 2000, routedMs: 100 }); // at most all
+    expect(t.prefillProgress(w, 50, 1000)).toEqual({ tokens: 0, routedMs: 100 }); // never negative
+    t.firstToken("a", 2120);
+    // b started when a's first token came, not when it was routed.
+    expect(t.prefillProgress(w, 2620, 1000)).toEqual({ tokens: 500, routedMs: 200 });
+    // A request in decode is skipped; one that finished its prefill by TTL moves no clock.
+    t.firstToken("b", 5120);
+    add(t, "c", 4000, 6000);
+    expect(t.prefillProgress(w, 6500, 1000)).toEqual({ tokens: 500, routedMs: 6000 });
+    t.expire(7001);
+    expect(t.prefillProgress(w, 7500, 1000)).toBeNull();
+    add(t, "d", 4000, 7600);
+    expect(t.prefillProgress(w, 7700, 1000)).toEqual({ tokens: 100, routedMs: 7600 });
+    t.removeWorker(w);
+    expect(t.prefillProgress(w, 7700, 1000)).toBeNull();
+  });
+});

@@ -70,6 +70,8 @@ export class InFlightTracker {
   #expiredRequests = 0;
   /** Latest `addedMs` given out: times never go backwards. */
   #clock = -Infinity;
+  /** Per worker, the latest first-token report of a request still in prefill. */
+  readonly #lastFirstTokenMs = new Map<WorkerKey, number>();
   /** Bumped whenever a worker's state is dropped (`removeWorker`): handles go stale. */
   #removals = 0;
   /** Sets that collect the keys of workers whose totals changed (`watch`). */
@@ -122,11 +124,42 @@ export class InFlightTracker {
   }
 
   /** The request produced its first token: its prefill no longer loads the worker. */
-  firstToken(requestId: string, _nowMs: number): InFlightUpdate {
+  firstToken(requestId: string, nowMs: number): InFlightUpdate {
     const e = this.#byId.get(requestId);
     if (e === undefined) return { ok: false, reason: "unknown_request", requestId };
+    if (e.pending) {
+      const last = this.#lastFirstTokenMs.get(e.worker) ?? Number.NEGATIVE_INFINITY;
+      if (nowMs > last) this.#lastFirstTokenMs.set(e.worker, nowMs);
+    }
     this.#endPrefill(e);
     return { ok: true, worker: e.worker, requestId };
+  }
+
+  /**
+   * How much of the prefill in progress on `worker` is done by `nowMs`, for a worker that
+   * computes `tokensPerSec` uncached tokens a second after `overheadMs` per request, one
+   * prompt at a time, in the order routed (vLLM's FCFS waiting queue): the oldest request
+   * still in prefill started at the later of its routing and the worker's last first
+   * token, and has computed (now − start − overhead) × rate of its tokens since (at most
+   * all of them). null: nothing pending.
+   * `routedMs` is that request's routing time (the combining rule needs to know whether
+   * the engine's snapshot could have seen it). An estimate: a request that waited for a
+   * running slot or KV blocks started later than this says.
+   */
+  prefillProgress(
+    worker: WorkerKey,
+    nowMs: number,
+    tokensPerSec: number,
+    overheadMs = 0,
+  ): { readonly tokens: number; readonly routedMs: number } | null {
+    const head = this.#workers.get(worker)?.oldestPending();
+    if (head === undefined) return null;
+    const start = Math.max(
+      head.addedMs,
+      this.#lastFirstTokenMs.get(worker) ?? Number.NEGATIVE_INFINITY,
+    );
+    const done = ((nowMs - start - overheadMs) * tokensPerSec) / 1000;
+    return { tokens: Math.max(0, Math.min(head.prefillTokens, done)), routedMs: head.addedMs };
   }
 
   /** The request finished (or failed): forget it. */
@@ -211,6 +244,7 @@ export class InFlightTracker {
       this.#byId.delete(e.id);
     }
     this.#workers.delete(worker);
+    this.#lastFirstTokenMs.delete(worker);
     this.#removals++;
     this.#changed(worker);
     return w.count;

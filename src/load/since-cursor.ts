@@ -121,6 +121,19 @@ export class TimedTotals<E extends TimedEntry> {
     return q[this.#oldest];
   }
 
+  /**
+   * The oldest live entry whose prefill is pending (under FIFO prefill, the one in
+   * progress). A walk over the live entries older than it (those in decode).
+   */
+  oldestPending(): E | undefined {
+    const q = this.#queue;
+    for (let i = this.#oldest; i < q.length; i++) {
+      const e = q[i]!;
+      if (e.live && e.pending) return e;
+    }
+    return undefined;
+  }
+
   /** Sum of `f` over the live entries, oldest first. */
   sumLive(f: (e: E) => number): number {
     const q = this.#queue;

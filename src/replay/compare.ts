@@ -68,7 +68,8 @@ export function makePolicy(
 ): RoutingPolicy {
   switch (name) {
     case "kv":
-    case "kv_nopredict": {
+    case "kv_nopredict":
+    case "kv_rate": {
       if (o.replicaSync !== undefined && o.replicaSync.replicas > 1) {
         return new ReplicatedKvPolicy({
           ...o.replicaSync,
@@ -83,12 +84,20 @@ export function makePolicy(
         workers: fleet.size,
         index: new RadixTreeIndex({ blockSize: o.blockSize }),
         capacityBlocks: o.capacityBlocks ?? unlimitedBlocks(requests, o.blockSize),
-        config: o.scheduler,
+        config: name === "kv_rate" ? rateConfig(o) : o.scheduler,
         rng: seededRng(deriveSeed(o.seed, "kv")),
         predict:
           name === "kv_nopredict"
             ? { ...(o.predict ?? SERVICE_PREDICT), ttlMs: 0 }
             : (o.predict ?? SERVICE_PREDICT),
+        ...(name === "kv_rate"
+          ? {
+              prefill: {
+                tokensPerSec: o.timing.prefillTokensPerSec,
+                overheadMs: o.timing.prefillOverheadMs,
+              },
+            }
+          : {}),
       });
     }
     case "round_robin":
@@ -118,6 +127,17 @@ export function makePolicy(
   }
 }
 
+/**
+ * `kv_rate`'s scheduler: the run's, with the queue weight set to what one waiting request
+ * costs a worker besides its tokens — the per-request prefill overhead, in blocks at the
+ * prefill rate (20 ms at 5,200 tokens/s in 16-token blocks: 6.5) — as an operator would
+ * set `scheduler.weights.queue` from the engine's measured overhead and rate.
+ */
+export function rateConfig(o: Pick<CompareOptions, "scheduler" | "timing" | "blockSize">) {
+  const queue = (o.timing.prefillOverheadMs * o.timing.prefillTokensPerSec) / 1000 / o.blockSize;
+  return { ...o.scheduler, weights: { ...o.scheduler.weights, queue } };
+}
+
 /** One run of a comparison: a policy, or the single-big-worker reference. */
 export type CompareJob = PolicyName | "reference";
 
@@ -141,9 +161,14 @@ export function runJob(
         ...o,
         workers: 1,
         capacityBlocks: o.capacityBlocks === null ? null : o.capacityBlocks * n,
+        // n times one worker in every dimension: n workers pay the per-request overhead
+        // n at a time, so the pool pays 1/n of it per request (with the whole overhead it
+        // could start at most 1 / overhead requests a second, the fleet n / overhead, and on
+        // many short prompts it queued where the fleet did not).
         timing: {
           ...o.timing,
           prefillTokensPerSec: o.timing.prefillTokensPerSec * n,
+          prefillOverheadMs: o.timing.prefillOverheadMs / n,
           maxNumSeqs: o.timing.maxNumSeqs * n,
         },
       },

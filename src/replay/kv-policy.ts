@@ -33,6 +33,11 @@ export interface KvPolicyOptions {
   readonly staleAfterMs?: number;
   /** Predict-on-route, degraded-mode fallback and injected stream faults (kv-predict.ts). */
   readonly predict?: KvPredictOptions;
+  /**
+   * The workers' prefill rate and per-request overhead as configured
+   * (`inFlight.prefillTokensPerSec`, `inFlight.prefillOverheadMs`); absent: unknown.
+   */
+  readonly prefill?: { readonly tokensPerSec: number; readonly overheadMs: number };
 }
 
 /** The Router wired to a simulated fleet. */
@@ -75,6 +80,12 @@ export class KvPolicy implements RoutingPolicy {
       config: o.config,
       rng: o.rng,
       ...(this.predict === null ? {} : { predicted: this.predict.predicted }),
+      ...(o.prefill === undefined
+        ? {}
+        : {
+            prefillTokensPerSec: o.prefill.tokensPerSec,
+            prefillOverheadMs: o.prefill.overheadMs,
+          }),
     });
   }
 

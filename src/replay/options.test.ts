@@ -57,7 +57,7 @@ describe("parseReplayArgs", () => {
     [["--trace", "t", "--workers", "0"], /--workers must be a positive integer, got '0'/],
     [
       ["--trace", "t", "--policy", "best"],
-      /--policy must be one of kv, .*, kv_nopredict, earliest_first_token, baselines/,
+      /--policy must be one of kv, .*, kv_nopredict, kv_rate, earliest_first_token, baselines/,
     ],
     [["--trace", "t", "--capacity-blocks", "5", "--capacity-tokens", "80"], /not both/],
     [["--trace", "t", "--weight", "decode"], /KEY=VALUE/],

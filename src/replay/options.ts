@@ -42,7 +42,10 @@ simulated fleet of vLLM-like workers, and compares routing policies.
   --policy P                ${BASELINE_POLICY_NAMES.join(" | ")} |
                             ${PEER_POLICY_NAMES.join(" | ")} |
                             baselines | peers | all (default all); repeatable;
-                            also kv_nopredict: kv without predict-on-route, and
+                            also kv_nopredict: kv without predict-on-route, kv_rate:
+                            kv told the workers' prefill rate and overhead
+                            (inFlight.prefillTokensPerSec, prefillOverheadMs; queue
+                            weight = the overhead in blocks), and
                             earliest_first_token: each request where its first token
                             comes soonest, from the fleet's exact state (a yardstick)
   --reference               also run one worker holding the whole fleet's capacity and

@@ -27,9 +27,11 @@ export const POLICY_NAMES = [...BASELINE_POLICY_NAMES, ...PEER_POLICY_NAMES] as 
  * predict-on-route, as the replay ran `kv` before 2026-11-23 (its figures stay
  * reproducible); `kv` itself runs predict-on-route at the service default.
  * `earliest_first_token` is a yardstick that knows the present exactly
- * (`earliest-first-token.ts`).
+ * (`earliest-first-token.ts`). `kv_rate` is kv configured with the fleet's prefill rate
+ * (`inFlight.prefillTokensPerSec`: a worker's prefill in progress counts by what is left
+ * of it) and its per-request overhead as the queue weight (`compare.ts`).
  */
-export const VARIANT_POLICY_NAMES = ["kv_nopredict", "earliest_first_token"] as const;
+export const VARIANT_POLICY_NAMES = ["kv_nopredict", "kv_rate", "earliest_first_token"] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number] | (typeof VARIANT_POLICY_NAMES)[number];
 
 export function isPolicyName(s: string): s is PolicyName {

@@ -109,6 +109,8 @@ export async function createService(
     inFlight,
     config: config.scheduler,
     maxInFlightPerWorker: config.inFlight.maxPerWorker,
+    prefillTokensPerSec: config.inFlight.prefillTokensPerSec,
+    prefillOverheadMs: config.inFlight.prefillOverheadMs,
     candidateBreakdownLimit: config.server.routeCandidates,
     rng: options.rng ?? Math.random,
     clock: () => performance.now(),
