@@ -181,3 +181,13 @@ function parse(buf: Uint8Array): Record<string, unknown> | null {
   o.prompt = scratch.slice(0, ids.count);
   return o;
 }
+
+/**
+ * A gateway request's body from its bytes, for both ways a request is served (the
+ * listener in `http/gateway-front.ts`, fastify's parser in `http/gateway-routes.ts`): a
+ * completion's flat token-id prompt read by `parseTokenIdBody`, any other body by
+ * `JSON.parse`, which throws on bad JSON.
+ */
+export function parseGatewayBody(buf: Buffer, completion: boolean): unknown {
+  return (completion ? parseTokenIdBody(buf) : null) ?? JSON.parse(buf.toString("utf8"));
+}

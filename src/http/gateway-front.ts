@@ -36,7 +36,7 @@ import { performance } from "node:perf_hooks";
 import { ClientGoneError, GatewayError } from "../gateway/errors.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
-import { parseTokenIdBody } from "../gateway/token-id-body.js";
+import { parseGatewayBody } from "../gateway/token-id-body.js";
 import type { LogSink } from "../util/log-sink.js";
 import { bearerCheck } from "./auth.js";
 import { ERROR_CODES, type ErrorCode, errorBody } from "./errors.js";
@@ -56,8 +56,8 @@ export interface GatewayFrontDeps {
 const COMPLETIONS = "/v1/completions";
 const CHAT = "/v1/chat/completions";
 
-/** The route a URL names exactly (a query string allowed), else null. */
-function kindOf(url: string): GatewayKind | null {
+/** The gateway route a URL names exactly (a query string allowed), else null. */
+export function gatewayRouteKind(url: string): GatewayKind | null {
   const q = url.indexOf("?");
   const path = q < 0 ? url : url.slice(0, q);
   return path === COMPLETIONS ? "completion" : path === CHAT ? "chat" : null;
@@ -104,7 +104,7 @@ export class GatewayFront {
   /** Serve the request and return true, or return false (untouched: fastify's to answer). */
   take(req: IncomingMessage, res: ServerResponse): boolean {
     if (req.method !== "POST") return false;
-    const kind = kindOf(req.url ?? "");
+    const kind = gatewayRouteKind(req.url ?? "");
     if (kind === null || this.#d.draining()) return false;
     const h = req.headers;
     const ct = h["content-type"];
@@ -176,9 +176,7 @@ export class GatewayFront {
     try {
       // A completion's token ids are read from the bytes, not built by JSON.parse. (No
       // local variable for the bytes: a suspended async function keeps its locals.)
-      held.body =
-        (kind === "completion" ? parseTokenIdBody(held.raw!) : null) ??
-        JSON.parse(held.raw!.toString("utf8"));
+      held.body = parseGatewayBody(held.raw!, kind === "completion");
     } catch (err) {
       sendError(res, "invalid_json", `the body is not valid JSON (${(err as Error).message})`, {
         connection: "close",

@@ -15,19 +15,15 @@ import type { FastifyInstance, FastifyReply } from "fastify";
 import { ClientGoneError, GatewayError } from "../gateway/errors.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
-import { parseTokenIdBody } from "../gateway/token-id-body.js";
+import { parseGatewayBody } from "../gateway/token-id-body.js";
 import { requireBearer } from "./auth.js";
 import { gatewayErrorAnswer } from "./gateway-answer.js";
+import { gatewayRouteKind } from "./gateway-front.js";
 
 function sendGatewayError(reply: FastifyReply, err: GatewayError) {
   const a = gatewayErrorAnswer(err);
   return reply.headers(a.headers).status(a.status).send(a.body);
 }
-
-const COMPLETIONS = "/v1/completions";
-const isCompletions = (url: string) =>
-  url.startsWith(COMPLETIONS) &&
-  (url.length === COMPLETIONS.length || url[COMPLETIONS.length] === "?");
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -59,8 +55,7 @@ export function registerGatewayRoutes(
         // A completion's token ids are read from the bytes, not built by JSON.parse (the
         // raw URL, not `routeOptions`, which builds an object per read; either parse gives
         // the same body, so a URL this misses is only parsed the slower way).
-        const ids = isCompletions(req.url) ? parseTokenIdBody(buf) : null;
-        done(null, ids ?? JSON.parse(buf.toString("utf8")));
+        done(null, parseGatewayBody(buf, gatewayRouteKind(req.url) === "completion"));
       } catch (err) {
         done(err as SyntaxError);
       }
