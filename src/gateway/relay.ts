@@ -8,6 +8,7 @@
  */
 
 import type { ServerResponse } from "node:http";
+import { clientGone, watchClient } from "./client-watch.js";
 import type { UpstreamAnswer } from "./upstream.js";
 import type { UsageScanner } from "./usage-scan.js";
 
@@ -64,7 +65,7 @@ export function relay(
     const finish = (end: RelayEnd) => {
       if (finished) return;
       finished = true;
-      res.off("close", onClose);
+      unwatch();
       res.off("drain", onDrain);
       resolve(end);
     };
@@ -94,14 +95,14 @@ export function relay(
       res.destroy(error);
       finish({ kind: "upstream_error", error });
     };
-    const onClose = () => {
-      if (finished || res.writableFinished) return;
+    const onGone = () => {
+      if (finished) return;
       body.destroy();
       finish({ kind: "client_gone" });
     };
-    res.on("close", onClose);
-    if (res.destroyed || res.socket === null || res.socket.destroyed) {
-      onClose();
+    const unwatch = watchClient(res, onGone);
+    if (clientGone(res)) {
+      onGone();
       return;
     }
     res.writeHead(answer.status, headers);

@@ -33,6 +33,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import { performance } from "node:perf_hooks";
+import { watchClient } from "../gateway/client-watch.js";
 import { ClientGoneError, GatewayError } from "../gateway/errors.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
@@ -184,10 +185,7 @@ export class GatewayFront {
       return;
     }
     const ac = new AbortController();
-    const onClose = () => {
-      if (!res.writableFinished) ac.abort();
-    };
-    res.on("close", onClose);
+    const unwatch = watchClient(res, () => ac.abort());
     try {
       const answer = await this.#d.gateway.handle({
         kind,
@@ -215,7 +213,7 @@ export class GatewayFront {
       if (res.headersSent) res.destroy();
       else sendError(res, "internal_error", `internal error: ${(err as Error).message}`);
     } finally {
-      res.off("close", onClose);
+      unwatch();
     }
   }
 }

@@ -12,6 +12,7 @@
  */
 
 import type { FastifyInstance, FastifyReply } from "fastify";
+import { watchClient } from "../gateway/client-watch.js";
 import { ClientGoneError, GatewayError } from "../gateway/errors.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
@@ -65,10 +66,7 @@ export function registerGatewayRoutes(
       (kind: GatewayKind) => async (req: import("fastify").FastifyRequest, reply: FastifyReply) => {
         const ac = new AbortController();
         const res = reply.raw;
-        const onClose = () => {
-          if (!res.writableFinished) ac.abort();
-        };
-        res.on("close", onClose);
+        const unwatch = watchClient(res, () => ac.abort());
         try {
           const answer = await gateway.handle({
             kind,
@@ -93,7 +91,7 @@ export function registerGatewayRoutes(
           if (err instanceof GatewayError) return sendGatewayError(reply, err);
           throw err;
         } finally {
-          res.off("close", onClose);
+          unwatch();
         }
       };
 
