@@ -22,8 +22,13 @@
  *    publishing the KV events an engine would), with the CPU per chat of the gateway,
  *    the responders and this client over the loop (all share the 2 cores), and the
  *    gateway's main thread alone. `--rounds` rounds alternate the gateway as configured
- *    by default (tokenizing on a worker thread), tokenization alone on one thread, and
- *    the gateway tokenizing on its event loop (`gateway.tokenizerThreads: 0`); medians.
+ *    by default (tokenizing on a worker thread), tokenization alone on one thread, the
+ *    same chat loop (same chats, clients, duration and responders) through the bare floor
+ *    proxy instead of the gateway (`dispatch`, round-robin over the responders: what any
+ *    Node proxy reaches in this loop on these cores; `floor_rps`, `floor_over_tokenize_only`,
+ *    its process's CPU per chat `loop_floor_cpu_ms_per_request`), and the gateway
+ *    tokenizing on its event loop (`gateway.tokenizerThreads: 0`); medians, and each
+ *    round's figures in `throughput_rounds`.
  *
  * 4. Tokenization (`gateway-chat.ts`): the gateway tokenizes with the bundled Qwen3 files
  *    (`gateway.tokenizers`). In this process: p50/p99 of an 8k-token chat whose history
@@ -268,21 +273,12 @@ async function chatLoop(bases: readonly string[], hs: readonly ChatMessage[][]):
 }
 
 /**
- * Throughput with engines that cost next to nothing (`gateway-responder.ts`: several
- * endpoints in one process, each publishing the KV events of the workload's
- * conversations), so the gateway is what saturates the cores: a second `kvrouter serve`
- * in front of them, its tokenizer warmed on the conversations, then chats in a closed loop
- * through it and, for the ceiling of client + responders, directly. CPU per chat of each
- * process over the gateway loop is reported, since all share the 2 cores.
+ * `RESPONDERS` low-CPU endpoints in one child process (`gateway-responder.ts`), given the
+ * token ids of the workload's conversations so they publish an engine's KV events.
  */
-async function fastFleetThroughput(
-  hs: readonly ChatMessage[][],
-  gatewayOverrides: Readonly<Record<string, unknown>> = {},
-  withDirect = true,
-) {
+async function startResponders(hs: readonly ChatMessage[][]) {
   const dir = mkdtempSync(join(tmpdir(), "kvrouter-gw-bench-"));
   const tokensFile = join(dir, "tokens.json");
-  const routerGroup = new ChildGroup(profArgs());
   writeFileSync(tokensFile, JSON.stringify(await historyTokenIds(hs)));
   const proc = spawn(
     process.execPath,
@@ -304,6 +300,95 @@ async function fastFleetThroughput(
         else eps.push({ id: o.id, url: o.url, events: o.events, replay: null });
       });
     });
+    return { dir, proc, endpoints };
+  } catch (err) {
+    proc.kill("SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/**
+ * The floor proxy (`gateway-floor-proxy.ts`) as a child process in front of `upstreams`
+ * (round-robin when several); resolves once it listens.
+ */
+async function spawnFloor(upstreams: readonly string[], mode: "request" | "dispatch") {
+  const proxy = new URL("./gateway-floor-proxy.ts", import.meta.url).pathname;
+  const proc = spawn(process.execPath, [...process.execArgv, proxy, upstreams.join(","), mode], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    proc.once("error", reject);
+    proc.once("exit", (code) => reject(new Error(`gateway-floor-proxy exited (${code})`)));
+    createInterface({ input: proc.stdout! }).once("line", (l) =>
+      resolve((JSON.parse(l) as { port: number }).port),
+    );
+  });
+  return { url: `http://127.0.0.1:${port}`, pid: proc.pid!, proc };
+}
+
+/**
+ * The same closed chat loop as the gateway's (same chats, clients, duration and
+ * responders) through the bare floor proxy (`dispatch`: receive, forward with undici,
+ * stream back), round-robin over the responders: what any Node proxy reaches in this
+ * loop on these cores. CPU per chat of the proxy, the responders and this client.
+ */
+async function floorThroughput(hs: readonly ChatMessage[][]) {
+  const { dir, proc, endpoints } = await startResponders(hs);
+  let floor: Awaited<ReturnType<typeof spawnFloor>> | undefined;
+  try {
+    floor = await spawnFloor(
+      endpoints.map((e) => e.url),
+      "dispatch",
+    );
+    process.stderr.write(
+      `floor proxy ${floor.url} (pid ${floor.pid}) before ${RESPONDERS} responders (pid ${proc.pid})\n`,
+    );
+    // Each history once to every responder (consecutive requests go to the next one), so
+    // each has cached every conversation, as in the gateway's rounds after their warm-up.
+    for (const h of hs) {
+      for (let k = 0; k < RESPONDERS; k++) {
+        await complete(floor.url, chatBody(withNewTurn(h)), "/v1/chat/completions");
+      }
+    }
+    const before = {
+      floor: cpuSeconds(floor.pid),
+      resp: cpuSeconds(proc.pid!),
+      client: process.cpuUsage(),
+    };
+    const floorRps = await chatLoop([floor.url], hs);
+    const n = floorRps * DURATION_S;
+    const client = process.cpuUsage(before.client);
+    const perChat = (s: number) => (s * 1000) / n;
+    return {
+      floorRps,
+      floorCpuMs: perChat(cpuSeconds(floor.pid) - before.floor),
+      responderCpuMs: perChat(cpuSeconds(proc.pid!) - before.resp),
+      clientCpuMs: perChat((client.user + client.system) / 1e6),
+    };
+  } finally {
+    floor?.proc.kill("SIGTERM");
+    proc.kill("SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Throughput with engines that cost next to nothing (`gateway-responder.ts`: several
+ * endpoints in one process, each publishing the KV events of the workload's
+ * conversations), so the gateway is what saturates the cores: a second `kvrouter serve`
+ * in front of them, its tokenizer warmed on the conversations, then chats in a closed loop
+ * through it and, for the ceiling of client + responders, directly. CPU per chat of each
+ * process over the gateway loop is reported, since all share the 2 cores.
+ */
+async function fastFleetThroughput(
+  hs: readonly ChatMessage[][],
+  gatewayOverrides: Readonly<Record<string, unknown>> = {},
+  withDirect = true,
+) {
+  const { dir, proc, endpoints } = await startResponders(hs);
+  const routerGroup = new ChildGroup(profArgs());
+  try {
     const router = await startRouter(
       routerGroup,
       dir,
@@ -381,15 +466,17 @@ async function fastFleetThroughput(
 
 /**
  * Throughput, variants alternating in `ROUNDS` rounds on the same machine: the gateway as
- * configured by default (tokenizer on a worker thread), the gateway tokenizing on its
- * event loop (`gateway.tokenizerThreads: 0`), and tokenization alone on one thread. The
- * median of the rounds is reported for each.
+ * configured by default (tokenizer on a worker thread), tokenization alone on one thread,
+ * the bare floor proxy in the same chat loop (`floorThroughput`), and the gateway
+ * tokenizing on its event loop (`gateway.tokenizerThreads: 0`). The median of the rounds
+ * is reported for each.
  */
 async function throughputRounds(hs: readonly ChatMessage[][]) {
   const pool: Awaited<ReturnType<typeof fastFleetThroughput>>[] = [];
   const loop: Awaited<ReturnType<typeof fastFleetThroughput>>[] = [];
   const tok: number[] = [];
   const tokCpu: number[] = [];
+  const floor: Awaited<ReturnType<typeof floorThroughput>>[] = [];
   let figures: Awaited<ReturnType<typeof tokenizeFigures>> | null = null;
   for (let r = 0; r < ROUNDS; r++) {
     pool.push(await fastFleetThroughput(hs, {}, r === 0));
@@ -397,6 +484,7 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
     figures ??= t;
     tok.push(t.tokenize_only_rps);
     tokCpu.push(t.tokenize_only_cpu_ms);
+    floor.push(await floorThroughput(hs));
     loop.push(await fastFleetThroughput(hs, { tokenizerThreads: 0 }, false));
   }
   const med = (xs: number[]) => {
@@ -414,12 +502,23 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
       loop: loop.map((x) => Math.round(x.gatewayRps)),
       tokenize_only: tok,
       ratio: pool.map((x, i) => r3(x.gatewayRps / tok[i]!)),
+      floor: floor.map((x) => Math.round(x.floorRps)),
+      floor_ratio: floor.map((x, i) => r3(x.floorRps / tok[i]!)),
+      /** CPU ms per chat in each round: the gateway process, the floor proxy, tokenization alone. */
+      pool_cpu_ms: pool.map((x) => r3(x.gatewayCpuMs)),
+      floor_cpu_ms: floor.map((x) => r3(x.floorCpuMs)),
+      tokenize_only_cpu_ms: tokCpu,
       /** Share of the loop's chats tokenized on the event loop (the thread busy or loading). */
       on_event_loop: share(pool),
     },
     gatewayRps: pick(pool, "gatewayRps"),
     loopRps: pick(loop, "gatewayRps"),
     tokenizeOnlyRps: med(tok),
+    floorRps: med(floor.map((x) => x.floorRps)),
+    floorOverTokenizeOnly: med(floor.map((x, i) => x.floorRps / tok[i]!)),
+    floorCpuMs: med(floor.map((x) => x.floorCpuMs)),
+    floorResponderCpuMs: med(floor.map((x) => x.responderCpuMs)),
+    floorClientCpuMs: med(floor.map((x) => x.clientCpuMs)),
     tokenizeOnlyCpuMs: med(tokCpu),
     directRps: pool[0]!.directRps,
     gatewayCpuMs: pick(pool, "gatewayCpuMs"),
@@ -447,6 +546,16 @@ function throughputFields(t: Throughput) {
     gateway_rps: Math.round(t.gatewayRps),
     tokenize_only_rps: Math.round(t.tokenizeOnlyRps),
     gateway_over_tokenize_only: r3(t.gatewayRps / t.tokenizeOnlyRps),
+    // The same chat loop through the bare floor proxy (`dispatch`, round-robin over the
+    // responders): what any Node proxy reaches here, against the same tokenization alone
+    // (median of the rounds' ratios), and its process's CPU per chat. Named `loop_…`
+    // because `floor_cpu_ms_per_request` is part 2's (the `request` floor, one 8k
+    // token-id request at a time).
+    floor_rps: Math.round(t.floorRps),
+    floor_over_tokenize_only: r3(t.floorOverTokenizeOnly),
+    loop_floor_cpu_ms_per_request: r3(t.floorCpuMs),
+    loop_floor_responders_cpu_ms_per_request: r3(t.floorResponderCpuMs),
+    loop_floor_client_cpu_ms_per_request: r3(t.floorClientCpuMs),
     gateway_rps_event_loop_tokenizer: Math.round(t.loopRps),
     // CPU, not rates (steadier on a shared machine): what one core of event loop serves
     // against what one core of tokenizer thread serves.
@@ -493,10 +602,16 @@ async function throughputOnly(): Promise<void> {
       ...throughputFields(t),
       loadavg_1m: r3(loadavg()[0]!),
     };
-    process.stdout.write(`${JSON.stringify(out)}\n`);
+    process.stdout.write(`${floorLine(out)}\n${JSON.stringify(out)}\n`);
   } finally {
     await agent.close();
   }
+}
+
+/** The human line for the floor proxy's round of the chat loop. */
+function floorLine(out: ReturnType<typeof throughputFields>): string {
+  const r = out.throughput_rounds;
+  return `closed loop, ${CONCURRENCY} clients, ${RESPONDERS} low-CPU responders, bare floor proxy (dispatch, round-robin): ${out.floor_rps} chats/s (rounds ${r.floor.join(" / ")}; gateway ${r.pool.join(" / ")}; tokenization alone ${r.tokenize_only.join(" / ")}); floor ${out.floor_over_tokenize_only} × tokenization-only (gateway ${out.gateway_over_tokenize_only} ×); CPU per chat: floor proxy ${out.loop_floor_cpu_ms_per_request} ms (gateway ${out.loop_gateway_cpu_ms_per_request}), responders ${out.loop_floor_responders_cpu_ms_per_request} ms, client ${out.loop_floor_client_cpu_ms_per_request} ms`;
 }
 
 async function main(): Promise<void> {
@@ -526,25 +641,15 @@ async function main(): Promise<void> {
       await complete(gateway, p);
     }
 
-    const floorProcs: ReturnType<typeof spawn>[] = [];
+    const floorProcs: Awaited<ReturnType<typeof spawnFloor>>["proc"][] = [];
     stopFloor = () => {
       for (const f of floorProcs) f.kill("SIGTERM");
     };
     const startFloor = async (mode: "request" | "dispatch") => {
-      const proxy = new URL("./gateway-floor-proxy.ts", import.meta.url).pathname;
-      const proc = spawn(process.execPath, [...process.execArgv, proxy, worker, mode], {
-        stdio: ["ignore", "pipe", "inherit"],
-      });
+      const { url, pid, proc } = await spawnFloor([worker], mode);
       floorProcs.push(proc);
-      const port = await new Promise<number>((resolve, reject) => {
-        proc.once("error", reject);
-        createInterface({ input: proc.stdout! }).once("line", (l) =>
-          resolve((JSON.parse(l) as { port: number }).port),
-        );
-      });
-      const url = `http://127.0.0.1:${port}`;
       for (let i = 0; i < 50; i++) await complete(url, body(prompt(PROMPT_TOKENS)));
-      return { url, pid: proc.pid! };
+      return { url, pid };
     };
     const floorProc = await startFloor("request");
     const floor = floorProc.url;
@@ -695,6 +800,7 @@ async function main(): Promise<void> {
         `tokenization alone (${out.chat_prompt_tokens}-token chat, new last turn): p50 ${out.tokenize_p50_ms} ms p99 ${out.tokenize_p99_ms} ms; cold p50 ${out.tokenize_cold_p50_ms} p99 ${out.tokenize_cold_p99_ms} ms; ${tok.tokenize_only_rps} req/s on one thread (load ${out.tokenizer_load_ms} ms); chat-template render alone p50 ${out.render_p50_ms} p99 ${out.render_p99_ms} ms`,
         `closed loop, ${CONCURRENCY} clients, one simulated worker: ${out.gateway_sim_chat_rps} chats/s through the gateway (${out.gateway_ids_rps} req/s with token ids), ${out.direct_rps} req/s direct`,
         `closed loop, ${CONCURRENCY} clients, ${RESPONDERS} low-CPU responders: ${out.gateway_rps} chats/s through the gateway (${out.direct_responders_rps}/s direct to the responders); CPU per chat: gateway ${out.loop_gateway_cpu_ms_per_request} ms (main thread ${out.loop_gateway_main_thread_cpu_ms_per_request}), responders ${out.loop_responders_cpu_ms_per_request} ms, client ${out.loop_client_cpu_ms_per_request} ms; gateway ${out.gateway_over_tokenize_only} × tokenization-only (${out.tokenize_only_rps}/s, median of ${ROUNDS} rounds); tokenizing on the event loop: ${out.gateway_rps_event_loop_tokenizer} chats/s`,
+        floorLine(out),
         `load average (1 min): ${out.loadavg_1m}`,
         JSON.stringify(out),
         "",

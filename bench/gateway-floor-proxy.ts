@@ -2,8 +2,9 @@
  * The floor for `bench:gateway`: the least an HTTP proxy written in Node does — receive
  * the body, forward it with undici's pooled Agent, stream the answer back with
  * backpressure — and nothing else (no parsing, routing, retries or bookkeeping). Run as
- * a child process by the benchmark: `node bench/gateway-floor-proxy.ts <worker url> [mode]`;
- * prints `{"port": N}` when listening. Modes: `request` (undici's `request`: a promise and
+ * a child process by the benchmark: `node bench/gateway-floor-proxy.ts <worker url>[,<url>…] [mode]`;
+ * prints `{"port": N}` when listening. Several comma-separated upstreams are taken in
+ * turn, request by request (round-robin: the throughput part's responders). Modes: `request` (undici's `request`: a promise and
  * a Readable body per answer, as the gateway forwards today) and `dispatch` (undici's
  * handler interface: the answer's chunks arrive as callbacks, written straight to the
  * client, no stream object in between; backpressure pauses the upstream controller) and
@@ -25,17 +26,20 @@ import type { AddressInfo } from "node:net";
 import Fastify from "fastify";
 import { Agent, type Dispatcher, request } from "undici";
 
-const target = process.argv[2];
+const targets = process.argv[2]?.split(",") ?? [];
 const mode = process.argv[3] ?? "request";
 const MODES = ["request", "dispatch", "node-http", "fastify-dispatch"];
-if (target === undefined || !MODES.includes(mode)) {
-  throw new Error(`usage: gateway-floor-proxy <worker url> [${MODES.join("|")}]`);
+if (targets.length === 0 || !MODES.includes(mode)) {
+  throw new Error(`usage: gateway-floor-proxy <worker url>[,<url>…] [${MODES.join("|")}]`);
 }
+let turn = 0;
+/** The next upstream, round-robin. */
+const next = () => targets[turn++ % targets.length]!;
 const agent = new Agent({ keepAliveTimeout: 4000 });
 const HEADERS = { "content-type": "application/json" };
 
 function viaRequest(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
-  request(`${target}${req.url}`, {
+  request(`${next()}${req.url}`, {
     dispatcher: agent,
     method: "POST",
     headers: HEADERS,
@@ -84,7 +88,7 @@ function viaDispatch(req: IncomingMessage, res: ServerResponse, body: Buffer): v
     },
   };
   agent.dispatch(
-    { origin: target!, path: req.url ?? "/", method: "POST", headers: HEADERS, body },
+    { origin: next(), path: req.url ?? "/", method: "POST", headers: HEADERS, body },
     handler,
   );
 }
@@ -93,7 +97,7 @@ const httpAgent = new HttpAgent({ keepAlive: true, keepAliveMsecs: 4000 });
 
 function viaNodeHttp(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
   const up = httpRequest(
-    `${target}${req.url}`,
+    `${next()}${req.url}`,
     {
       agent: httpAgent,
       method: "POST",
