@@ -1,5 +1,5 @@
 /**
- * What the JSON depth check costs and saves (src/http/json-depth.ts), in-process:
+ * What the JSON depth check costs and saves (src/util/json-depth.ts), in-process:
  * - an ordinary 8k-token `/v1/route` body: the depth check alone vs `JSON.parse` (the
  *   check is two native indexOf counts here; timed apart, since on a shared machine the
  *   noise of a parse is larger than the check);
@@ -12,7 +12,7 @@
  * Last line: JSON with µs per body and the ratios.
  */
 
-import { jsonDepthExceeds } from "../src/http/json-depth.js";
+import { jsonDepthExceeds } from "../src/util/json-depth.js";
 
 function perCallUs(f: () => void, minMs = 300): number {
   for (let i = 0; i < 3; i++) f();
@@ -29,11 +29,14 @@ const tokens = Array.from({ length: 8192 }, (_, i) => (i * 7919) % 150_000);
 const flat = JSON.stringify({ token_ids: tokens, request_id: "req-42", model: "m" });
 const depth = 1_900_000;
 const deep = `{"token_ids":${"[".repeat(depth)}1${"]".repeat(depth)}}`;
+// The check reads the body's bytes, as the parsers receive them.
+const flatBytes = Buffer.from(flat);
+const deepBytes = Buffer.from(deep);
 
 const flatParse = perCallUs(() => JSON.parse(flat));
-const flatCheck = perCallUs(() => jsonDepthExceeds(flat, 2));
+const flatCheck = perCallUs(() => jsonDepthExceeds(flatBytes, 2));
 const deepParse = perCallUs(() => JSON.parse(deep), 1000);
-const deepChecked = perCallUs(() => jsonDepthExceeds(deep, 2));
+const deepChecked = perCallUs(() => jsonDepthExceeds(deepBytes, 2));
 
 const r = (x: number) => Math.round(x * 100) / 100;
 console.log(`8k-token body (${flat.length} B): parse ${r(flatParse)} µs, check ${r(flatCheck)} µs`);
