@@ -8,7 +8,8 @@
  */
 
 import { Agent, request as httpRequest } from "node:http";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { Gateway } from "../src/gateway/gateway.js";
 import {
   plainEntry,
   type RunningGateway,
@@ -230,6 +231,59 @@ describe("gateway listener ahead of fastify", () => {
       );
       expect(e.error.message).toContain("the body");
     }
+  });
+
+  it("a body nested past server.maxJsonDepth: the same 400 json_too_deep, nothing forwarded", async () => {
+    const nested = (n: number) => `${"[".repeat(n)}1${"]".repeat(n)}`;
+    const before = worker.requests.length;
+    for (const [path, body] of [
+      // A completion's token ids are read from the bytes; the rest still nests too deep.
+      ["/v1/completions", `{"model":"sim-model","prompt":[1,2,3],"x":${nested(100)}}`],
+      ["/v1/completions", `{"model":"sim-model","prompt":"hi","x":${nested(100)}}`],
+      [
+        "/v1/chat/completions",
+        `{"model":"sim-model","messages":[{"role":"user","content":"hi"}],"x":${nested(64)}}`,
+      ],
+    ] as const) {
+      const e = await expectSameAnswer(
+        gw,
+        { path, headers: { ...JSON_CT, ...AUTH }, body },
+        400,
+        "json_too_deep",
+      );
+      expect(e.error.message).toContain("64 levels");
+    }
+    expect(worker.requests.length).toBe(before);
+    // A chat's tools carry JSON schemas, which nest: 23 levels pass.
+    let schema: Record<string, unknown> = { type: "string" };
+    for (let i = 0; i < 9; i++) schema = { type: "object", properties: { a: schema } };
+    const tools = [{ type: "function", function: { name: "f", parameters: schema } }];
+    const ok = await send(gw.url, {
+      path: "/v1/chat/completions",
+      headers: { ...JSON_CT, ...AUTH },
+      body: JSON.stringify({
+        model: "sim-model",
+        messages: [{ role: "user", content: "hi" }],
+        tools,
+      }),
+    });
+    expect(ok.status).toBe(200);
+  });
+
+  it("a rejection that is not an Error: the same 500 internal_error, and the service stays up", async () => {
+    const good = {
+      path: "/v1/completions",
+      headers: { ...JSON_CT, ...AUTH },
+      body: JSON.stringify({ model: "sim-model", prompt: [1, 2, 3] }),
+    };
+    const spy = vi.spyOn(Gateway.prototype, "handle").mockRejectedValue(undefined);
+    try {
+      const e = await expectSameAnswer(gw, good, 500, "internal_error");
+      expect(e.error.message).toBe("internal error: undefined");
+    } finally {
+      spy.mockRestore();
+    }
+    expect((await send(gw.url, good)).status).toBe(200);
   });
 
   it("fields the gateway rejects: the same 4xx naming the field", async () => {

@@ -56,6 +56,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
           gateway: gw,
           authToken: deps.config.gateway.authToken,
           bodyLimitBytes: server.bodyLimitBytes,
+          maxJsonDepth: server.maxJsonDepth,
           draining: () => drain.active,
           logger: deps.logger,
         });
@@ -99,7 +100,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   registerEventRoutes(app, deps);
   if (deps.snapshot !== undefined) registerSnapshotRoutes(app, deps.snapshot, server.authToken);
   if (deps.gateway !== undefined) {
-    registerGatewayRoutes(app, deps.gateway, deps.config.gateway.authToken);
+    registerGatewayRoutes(app, deps.gateway, deps.config.gateway.authToken, server.maxJsonDepth);
   }
   await app.ready();
   return { app, metricsRegistry, metrics, drain };

@@ -15,10 +15,11 @@
  * Anything else — a wrong or missing token, another content type, an empty, chunked or
  * oversized body, the drain on shutdown — is handed to fastify, whose hooks, parser and
  * error handler answer it as before (401, 415, 413, 503 in the one error shape). So the
- * only answers the listener writes itself are the ones that need the body: a body that is
- * not JSON (400 `invalid_json`, with `Connection: close` as fastify's parser errors have),
- * the gateway's own errors (`gateway-answer.ts`, shared with the fastify routes), a bug
- * (500 `internal_error`, logged), or the worker's relayed answer. The fastify routes stay
+ * only answers the listener writes itself are the ones that need the body: a body nested
+ * past `server.maxJsonDepth` or not JSON (400 `json_too_deep` / `invalid_json`, with
+ * `Connection: close` as fastify's parser errors have), the gateway's own errors, a bug
+ * (500 `internal_error`, logged), or the worker's relayed answer — all from the one
+ * sequence the fastify routes run too (`gateway-serve.ts`). The fastify routes stay
  * registered: they serve what is handed over, `app.inject()`, and the 405 for other methods.
  *
  * Once the worker's first byte is relayed, the parsed body and the client's bytes are
@@ -33,15 +34,12 @@ import {
   type ServerResponse,
 } from "node:http";
 import { performance } from "node:perf_hooks";
-import { watchClient } from "../gateway/client-watch.js";
-import { ClientGoneError, GatewayError } from "../gateway/errors.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
-import { parseGatewayBody } from "../gateway/token-id-body.js";
 import type { LogSink } from "../util/log-sink.js";
 import { bearerCheck } from "./auth.js";
-import { ERROR_CODES, type ErrorCode, errorBody } from "./errors.js";
-import { gatewayErrorAnswer } from "./gateway-answer.js";
+import { ApiError, ERROR_CODES, type ErrorCode, errorBody } from "./errors.js";
+import { readGatewayBody, sendJson, serveGatewayRequest } from "./gateway-serve.js";
 
 export interface GatewayFrontDeps {
   readonly gateway: Gateway;
@@ -49,6 +47,8 @@ export interface GatewayFrontDeps {
   readonly authToken: string | null;
   /** `server.bodyLimitBytes`. */
   readonly bodyLimitBytes: number;
+  /** `server.maxJsonDepth` (the gateway's routes declare no depth of their own). */
+  readonly maxJsonDepth: number;
   /** True once the shutdown drain has started (fastify then answers 503). */
   readonly draining: () => boolean;
   readonly logger: LogSink;
@@ -66,22 +66,6 @@ export function gatewayRouteKind(url: string): GatewayKind | null {
 
 /** `application/json`, bare or with `charset=utf-8` (any case, optional spaces and quotes). */
 const JSON_TYPE = /^application\/json(?:\s*;\s*charset\s*=\s*(?:utf-8|"utf-8"))?\s*$/i;
-
-/** A JSON answer as fastify's `reply.send(object)` writes it. */
-function sendJson(
-  res: ServerResponse,
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    ...headers,
-    "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(text),
-  });
-  res.end(text);
-}
 
 function sendError(
   res: ServerResponse,
@@ -149,7 +133,10 @@ export class GatewayFront {
       // A copy, as fastify makes: the chunks are views of the socket's larger read buffers.
       const raw = Buffer.concat(chunks, length);
       chunks.length = 0;
-      void this.#serve(kind, req, res, { body: undefined, raw });
+      this.#serve(kind, req, res, { body: undefined, raw }).catch((err: unknown) => {
+        this.#d.logger.error({ err, url: req.url, method: req.method }, "unhandled error in route");
+        res.destroy();
+      });
     };
     // The client went away mid-body: nobody to answer.
     const onError = () => {
@@ -173,48 +160,23 @@ export class GatewayFront {
     /** The client's bytes, then its parsed body too, until the first byte is relayed. */
     held: { body: unknown; raw: Buffer | undefined },
   ): Promise<void> {
-    const bodyAt = performance.now();
+    const receivedAt = performance.now();
     try {
-      // A completion's token ids are read from the bytes, not built by JSON.parse. (No
-      // local variable for the bytes: a suspended async function keeps its locals.)
-      held.body = parseGatewayBody(held.raw!, kind === "completion");
+      held.body = readGatewayBody(held.raw!, kind, this.#d.maxJsonDepth);
     } catch (err) {
-      sendError(res, "invalid_json", `the body is not valid JSON (${(err as Error).message})`, {
-        connection: "close",
-      });
+      if (!(err instanceof ApiError)) throw err;
+      // As fastify answers its content-type parser's errors: the connection is closed.
+      sendJson(res, err.status, err.body(), { connection: "close" });
       return;
     }
-    const ac = new AbortController();
-    const unwatch = watchClient(res, () => ac.abort());
-    try {
-      const answer = await this.#d.gateway.handle({
-        kind,
-        body: held.body,
-        raw: held.raw!,
-        authorization: req.headers.authorization,
-        signal: ac.signal,
-        receivedAt: bodyAt,
-      });
-      // Nothing after the first byte needs the body: a stream may last minutes.
-      held.body = undefined;
-      held.raw = undefined;
-      await answer.relay(res);
-    } catch (err) {
-      if (err instanceof ClientGoneError) {
-        res.destroy();
-        return;
-      }
-      if (err instanceof GatewayError) {
-        const a = gatewayErrorAnswer(err);
-        sendJson(res, a.status, a.body, a.headers);
-        return;
-      }
-      this.#d.logger.error({ err, url: req.url, method: req.method }, "unhandled error in route");
-      if (res.headersSent) res.destroy();
-      else sendError(res, "internal_error", `internal error: ${(err as Error).message}`);
-    } finally {
-      unwatch();
-    }
+    await serveGatewayRequest(this.#d.gateway, res, {
+      kind,
+      held,
+      authorization: req.headers.authorization,
+      receivedAt,
+      url: req.url,
+      logger: this.#d.logger,
+    });
   }
 }
 

@@ -8,23 +8,15 @@
  * in `gateway-front.ts` serves them ahead of fastify and hands over only what it does not
  * take (a failed token, another content type, an empty, chunked or oversized body, the
  * drain), which these routes answer as they always did; `app.inject()` comes here too.
- * Errors: `gateway-answer.ts` (the same for both).
+ * From the body's bytes on, both run one sequence (`gateway-serve.ts`).
  */
 
-import type { FastifyInstance, FastifyReply } from "fastify";
-import { watchClient } from "../gateway/client-watch.js";
-import { ClientGoneError, GatewayError } from "../gateway/errors.js";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
-import { parseGatewayBody } from "../gateway/token-id-body.js";
 import { requireBearer } from "./auth.js";
-import { gatewayErrorAnswer } from "./gateway-answer.js";
 import { gatewayRouteKind } from "./gateway-front.js";
-
-function sendGatewayError(reply: FastifyReply, err: GatewayError) {
-  const a = gatewayErrorAnswer(err);
-  return reply.headers(a.headers).status(a.status).send(a.body);
-}
+import { readGatewayBody, serveGatewayRequest } from "./gateway-serve.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -39,6 +31,7 @@ export function registerGatewayRoutes(
   app: FastifyInstance,
   gateway: Gateway,
   authToken: string | null,
+  maxJsonDepth: number,
 ): void {
   const guard = requireBearer(authToken, "gateway.authToken");
   app.register(async (scope) => {
@@ -53,47 +46,29 @@ export function registerGatewayRoutes(
         return;
       }
       try {
-        // A completion's token ids are read from the bytes, not built by JSON.parse (the
-        // raw URL, not `routeOptions`, which builds an object per read; either parse gives
-        // the same body, so a URL this misses is only parsed the slower way).
-        done(null, parseGatewayBody(buf, gatewayRouteKind(req.url) === "completion"));
+        // The raw URL, not `routeOptions`, which builds an object per read (either parse
+        // gives the same body, so a URL this misses is only parsed the slower way).
+        done(null, readGatewayBody(buf, gatewayRouteKind(req.url) ?? "chat", maxJsonDepth));
       } catch (err) {
-        done(err as SyntaxError);
+        done(err as Error);
       }
     });
 
-    const handler =
-      (kind: GatewayKind) => async (req: import("fastify").FastifyRequest, reply: FastifyReply) => {
-        const ac = new AbortController();
-        const res = reply.raw;
-        const unwatch = watchClient(res, () => ac.abort());
-        try {
-          const answer = await gateway.handle({
-            kind,
-            body: req.body,
-            raw: req.rawBody ?? Buffer.from(JSON.stringify(req.body ?? null)),
-            authorization: req.headers.authorization,
-            signal: ac.signal,
-            ...(req.bodyAt === undefined ? {} : { receivedAt: req.bodyAt }),
-          });
-          // Nothing after the first byte needs the body: a stream may last minutes, and
-          // the request object (with it) lives until the stream ends.
+    const handler = (kind: GatewayKind) => (req: FastifyRequest, reply: FastifyReply) =>
+      serveGatewayRequest(gateway, reply.raw, {
+        kind,
+        held: { body: req.body, raw: req.rawBody ?? Buffer.from(JSON.stringify(req.body ?? null)) },
+        authorization: req.headers.authorization,
+        receivedAt: req.bodyAt,
+        // The request object (with the body) lives until the stream ends.
+        release: () => {
           req.body = undefined;
           req.rawBody = undefined;
-          reply.hijack();
-          await answer.relay(res);
-        } catch (err) {
-          if (err instanceof ClientGoneError) {
-            reply.hijack();
-            res.destroy();
-            return;
-          }
-          if (err instanceof GatewayError) return sendGatewayError(reply, err);
-          throw err;
-        } finally {
-          unwatch();
-        }
-      };
+        },
+        takeOver: () => reply.hijack(),
+        url: req.url,
+        logger: req.log,
+      });
 
     scope.post("/v1/completions", { onRequest: guard }, handler("completion"));
     scope.post("/v1/chat/completions", { onRequest: guard }, handler("chat"));
