@@ -11,11 +11,7 @@
  * buffers), the decoded objects when a tape cannot hold the batch, or the decode error.
  * Socket connect/disconnect events come in the same order. The main thread acknowledges
  * each group (a credit), so a slow main thread slows the worker's receiving and the SUB
- * high-water mark applies as without a thread. A credit is a count in memory the two
- * threads share (`CREDIT_HANDLED`), not a message: a message per group cost the main
- * thread ~10 % of its time in the gateway's chat loop (one group per engine batch, each
- * postMessage also waking the worker). A message goes only when there is something to
- * hand over — a large group's buffers — or the worker waits for a credit (`CREDIT_WAITING`).
+ * high-water mark applies as without a thread.
  *
  * One worker per process, shared by every subscriber that asks for it (reference
  * counted: started by the first `acquire`, terminated by the last `release`, so tests
@@ -56,27 +52,10 @@ export interface LiveSocketOptions {
   readonly fieldOrder: FieldOrder;
 }
 
-/**
- * A stream's credit cells (`Int32Array` over a `SharedArrayBuffer`): the groups the main
- * thread has handled so far (it adds one per group), and whether the worker waits for a
- * credit (it sets 1, then checks the count again; the main thread, having added, takes
- * the 1 back and sends a `credit` message to wake it).
- */
-export const CREDIT_HANDLED = 0;
-export const CREDIT_WAITING = 1;
-export const CREDIT_CELLS = 2;
-
 /** Main → worker. */
 export type ThreadCommand =
+  | { readonly type: "open"; readonly stream: number; readonly socket: LiveSocketOptions }
   | {
-      readonly type: "open";
-      readonly stream: number;
-      readonly socket: LiveSocketOptions;
-      /** The stream's credit cells (`CREDIT_CELLS` int32s, shared). */
-      readonly credits: SharedArrayBuffer;
-    }
-  | {
-      /** Counted in the shared cells already: this hands buffers over or wakes the worker. */
       readonly type: "credit";
       readonly stream: number;
       /** The handled group's buffers (`groupBuffers`) for reuse; empty: none. */
@@ -211,8 +190,6 @@ export class DecodeThread {
 
   readonly #worker: Worker;
   readonly #streams = new Map<number, StreamHandlers>();
-  /** Each open stream's credit cells (see `CREDIT_HANDLED`). */
-  readonly #credits = new Map<number, Int32Array>();
   readonly #closing = new Map<number, () => void>();
   #nextStream = 0;
   #dead = false;
@@ -240,24 +217,14 @@ export class DecodeThread {
     if (this.#dead) return -1;
     const stream = this.#nextStream++;
     this.#streams.set(stream, handlers);
-    const credits = new SharedArrayBuffer(CREDIT_CELLS * 4);
-    this.#credits.set(stream, new Int32Array(credits));
-    this.#post({ type: "open", stream, socket, credits });
+    this.#post({ type: "open", stream, socket });
     return stream;
   }
 
   /** The stream's owner has handled one group: the worker may send another. */
   credit(stream: number): void {
-    if (this.#dead || !this.#streams.has(stream)) return;
-    if (this.#count(stream)) this.#post({ type: "credit", stream, buffers: [] });
-  }
-
-  /** Counts one handled group; true if the worker waits for it (wake it). */
-  #count(stream: number): boolean {
-    const cells = this.#credits.get(stream);
-    if (cells === undefined) return false;
-    Atomics.add(cells, CREDIT_HANDLED, 1);
-    return Atomics.compareExchange(cells, CREDIT_WAITING, 1, 0) === 1;
+    if (!this.#dead && this.#streams.has(stream))
+      this.#post({ type: "credit", stream, buffers: [] });
   }
 
   /**
@@ -271,14 +238,12 @@ export class DecodeThread {
       this.credit(stream); // already handed back (detached): a plain credit
       return;
     }
-    this.#count(stream);
     this.#worker.postMessage({ type: "credit", stream, buffers } satisfies ThreadCommand, buffers);
   }
 
   /** Closes the stream's socket; resolves once the worker has (or is gone). */
   closeStream(stream: number): Promise<void> {
     if (this.#dead || !this.#streams.delete(stream)) return Promise.resolve();
-    this.#credits.delete(stream);
     return new Promise((resolve) => {
       this.#closing.set(stream, resolve);
       this.#post({ type: "close", stream });
@@ -345,7 +310,6 @@ export class DecodeThread {
     this.#closing.clear();
     const lost = [...this.#streams.values()];
     this.#streams.clear();
-    this.#credits.clear();
     for (const h of lost) h.onLost();
   }
 }

@@ -3,8 +3,7 @@
  * main thread opens; every live message is decoded as it arrives (vLLM/SGLang, into the
  * stream's event tape) and sent on in groups, in arrival order, with the socket's
  * connect/disconnect events in between. At most `MAX_GROUPS` groups per stream wait for
- * the main thread's credit (a count in shared memory: `CREDIT_HANDLED`); meanwhile the
- * socket is not read (its HWM then applies).
+ * the main thread's credit; meanwhile the socket is not read (its HWM then applies).
  * Groups are sent in the stream's own buffers (no copies), and the credit brings a
  * group's buffers back for a later one: in steady state a stream allocates none.
  */
@@ -15,8 +14,6 @@ import { Subscriber } from "zeromq";
 import { type TapeBuffers, TapeWriter } from "../protocol/event-tape.js";
 import { decodeEventBatch, decodeEventTape } from "../protocol/vllm-codec.js";
 import {
-  CREDIT_HANDLED,
-  CREDIT_WAITING,
   type DecodeReply,
   groupBuffers,
   type LiveGroup,
@@ -101,9 +98,7 @@ class LiveStream {
   readonly #options: { readonly fieldOrder: LiveSocketOptions["fieldOrder"] };
   readonly #writer = new TapeWriter();
   #closed = false;
-  /** Groups sent; the main thread counts those it has handled in `#credits`. */
-  #sent = 0;
-  readonly #credits: Int32Array;
+  #outstanding = 0;
   #wake: (() => void) | null = null;
   #scheduled = false;
   /** Buffer sets handed back by the main thread, and how many were ever allocated. */
@@ -118,9 +113,8 @@ class LiveStream {
   #meta: Float64Array<ArrayBuffer>;
   #others: (DecodeReply | null)[] = [];
 
-  constructor(id: number, o: LiveSocketOptions, credits: SharedArrayBuffer) {
+  constructor(id: number, o: LiveSocketOptions) {
     this.#id = id;
-    this.#credits = new Int32Array(credits);
     const first = newBufferSet();
     this.#bytes = first.bytes;
     this.#seqBytes = first.seqBytes;
@@ -148,18 +142,13 @@ class LiveStream {
     void this.#loop();
   }
 
-  /** A credit message (counted in `#credits` already): buffers to reuse, or a wake-up. */
   credit(buffers: readonly ArrayBuffer[] = []): void {
     const set = bufferSet(buffers);
     if (set !== null && this.#free.length < MAX_FREE_SETS) this.#free.push(set);
+    this.#outstanding--;
     const wake = this.#wake;
     this.#wake = null;
     wake?.();
-  }
-
-  /** Groups sent and not yet handled by the main thread. */
-  #outstanding(): number {
-    return this.#sent - Atomics.load(this.#credits, CREDIT_HANDLED);
   }
 
   close(): void {
@@ -171,19 +160,10 @@ class LiveStream {
 
   async #loop(): Promise<void> {
     while (!this.#closed) {
-      while (this.#outstanding() >= MAX_GROUPS && !this.#closed) {
-        const woken = new Promise<void>((resolve) => {
+      while (this.#outstanding >= MAX_GROUPS && !this.#closed) {
+        await new Promise<void>((resolve) => {
           this.#wake = resolve;
         });
-        // Say so, then look again: a credit counted before the flag was seen is not missed
-        // (the main thread adds, then takes the flag back and sends a wake-up).
-        Atomics.store(this.#credits, CREDIT_WAITING, 1);
-        if (this.#outstanding() < MAX_GROUPS) {
-          Atomics.store(this.#credits, CREDIT_WAITING, 0);
-          this.#wake = null;
-          break;
-        }
-        await woken;
       }
       if (this.#closed) return;
       let frames: Buffer[];
@@ -296,7 +276,7 @@ class LiveStream {
   /** Transfers a group's buffers to the main thread and starts the next group. */
   #send(group: LiveGroup): void {
     send(group, groupBuffers(group));
-    this.#sent++;
+    this.#outstanding++;
     this.#frameCounts = [];
     this.#seqEnds = [];
     this.#ends = [];
@@ -328,7 +308,7 @@ const streams = new Map<number, LiveStream>();
 port.on("message", (cmd: ThreadCommand) => {
   switch (cmd.type) {
     case "open":
-      streams.set(cmd.stream, new LiveStream(cmd.stream, cmd.socket, cmd.credits));
+      streams.set(cmd.stream, new LiveStream(cmd.stream, cmd.socket));
       return;
     case "credit":
       streams.get(cmd.stream)?.credit(cmd.buffers);
