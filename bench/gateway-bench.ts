@@ -49,7 +49,7 @@
  * its stand-in tokenizer and prefills at 10^9 tokens/s so its time is not the figure.
  *
  *   npm run bench:gateway [-- --pairs 300 --concurrency 16 --duration 5 --prompt-tokens 8192
- *                            --rounds 3 --only throughput|first-byte]
+ *                            --rounds 3 --only throughput|first-byte --warm-loop 0]
  *
  * Long file: the parts are one run sharing its processes (fleet, floor proxy, responders)
  * and client helpers, and one JSON last line; the workloads (`gateway-chat.ts`) and the

@@ -5,8 +5,7 @@
  * binary-hash batch, the error for an undecodable payload, the frame count of a
  * malformed message, and the socket's connect event. Closing releases the socket.
  * Without credits the worker stops (four groups waiting, and the one being collected),
- * and credits — a count in shared memory, with a message only to wake a waiting worker —
- * let more through once fewer than four groups wait.
+ * and credits let more through once fewer than four groups wait.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
