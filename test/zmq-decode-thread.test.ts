@@ -4,6 +4,8 @@
  * groups in arrival order, with a tape per integer-hash batch, the objects for a
  * binary-hash batch, the error for an undecodable payload, the frame count of a
  * malformed message, and the socket's connect event. Closing releases the socket.
+ * Without credits the worker stops (four groups waiting, and the one being collected),
+ * and credits let more through once fewer than four groups wait.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -83,5 +85,51 @@ describe("DecodeThread", () => {
     await thread.closeStream(stream);
     await pub.close();
     expect(events).toEqual(["opened", "connect"]);
+  });
+
+  it("stops without credits, and a credit lets more through", async () => {
+    const pub = await EnginePublisher.bind({ endpoint: "tcp://127.0.0.1:*", replayEndpoint: null });
+    const groups: LiveGroup[] = [];
+    let connected = false;
+    const stream = thread.openStream(socket(pub.endpoint), {
+      onGroup: (g) => groups.push(g),
+      onEvent: (name) => {
+        if (name === "connect") connected = true;
+      },
+      onOpened: () => {},
+      onError: () => {},
+      onLost: () => {},
+    });
+    await waitFor("connected", () => connected);
+    // Spaced messages: each is a group of its own (one per worker loop turn).
+    const pause = () => new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 12 && groups.length < 4; i++) {
+      pub.publish(emptyBatch());
+      await pause();
+    }
+    await waitFor("4 groups", () => groups.length >= 4);
+    for (let i = 0; i < 6; i++) {
+      pub.publish(emptyBatch());
+      await pause();
+    }
+    // Four groups wait for a credit, and the one being collected when the fourth went
+    // out is sent too; then the worker reads no more.
+    const stalled = groups.length;
+    expect(stalled).toBe(5);
+    await pause();
+    expect(groups.length).toBe(stalled);
+    // Five out, one credited: still four waiting, nothing read.
+    thread.credit(stream);
+    await pause();
+    await pause();
+    expect(groups.length).toBe(stalled);
+    // A second credit wakes the waiting worker: the withheld messages come through.
+    thread.credit(stream);
+    await waitFor("more groups", () => groups.length > stalled);
+    for (let i = 0; i < 10; i++) thread.credit(stream);
+    const received = () => groups.reduce((n, g) => n + g.frameCounts.length, 0);
+    await waitFor("the rest", () => received() >= stalled + 6 - 1);
+    await thread.closeStream(stream);
+    await pub.close();
   });
 });
