@@ -5,7 +5,7 @@
  * A response's own `close` says so, except for a request pipelined behind another on the
  * same connection: Node gives that response no socket until the one before it has
  * finished (`res.socket` null), and if the connection closes meanwhile the queued
- * response never emits `close` (Node 20, test/gateway-front.test.ts). So a queued
+ * response never emits `close` (Node 20, test/gateway-pipelined.test.ts). So a queued
  * response is watched through its request's socket — the connection itself — as well.
  */
 
