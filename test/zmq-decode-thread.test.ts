@@ -113,7 +113,9 @@ describe("DecodeThread", () => {
       await pause();
     }
     // Four groups wait for a credit, and the one being collected when the fourth went
-    // out is sent too; then the worker reads no more.
+    // out is sent too; then the worker reads no more. (Waited for, not assumed sent
+    // within the pauses: a loaded machine may deliver the fifth later.)
+    await waitFor("the fifth group", () => groups.length >= 5);
     const stalled = groups.length;
     expect(stalled).toBe(5);
     await pause();
