@@ -20,6 +20,7 @@ import type { BlockKeySeq, PrefixIndex, WorkerMatch } from "./index/types.js";
 import { effectiveLoad, samePrefixPending } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
 import type { InFlightTotals, WorkerInfo } from "./load/types.js";
+import { RoutedPredictions } from "./predict/routed-predictions.js";
 import type { WorkerKey } from "./protocol/worker.js";
 import { ColumnScorer } from "./router-columns.js";
 import type {
@@ -70,6 +71,8 @@ export class Router {
   readonly #matchBuffer = new MatchBuffer();
   #columnFallbacks = 0;
   #columnDecisions = 0;
+  /** What each request routed within the predictions' TTL recorded (`withdrawPrediction`). */
+  readonly #routedPredictions: RoutedPredictions | null;
 
   constructor(deps: RouterDeps) {
     this.#d = deps;
@@ -77,6 +80,22 @@ export class Router {
     this.#clock = deps.clock ?? noClock;
     this.#columns = new ColumnScorer(deps);
     this.#slots = slotMatcher(deps.index);
+    this.#routedPredictions =
+      deps.predicted === undefined ? null : new RoutedPredictions(deps.predicted.ttlMs);
+  }
+
+  /**
+   * The request `requestId` never reached the engine it was routed to (connection
+   * refused, 5xx or 429 before its first byte, no first byte in time): the blocks
+   * predict-on-route recorded for it are taken back (those no later request recorded
+   * again), so the worker is not credited with a prefix it was never given. Within the
+   * predictions' TTL of its routing; false when there is nothing to take back.
+   */
+  withdrawPrediction(requestId: string, nowMs: number): boolean {
+    const p = this.#routedPredictions?.take(requestId, nowMs);
+    if (p === undefined) return false;
+    this.#d.predicted!.withdraw(p.worker, p.keys, p.stamp);
+    return true;
   }
 
   /**
@@ -264,7 +283,8 @@ export class Router {
       const reported =
         sources.get(chosen.key)?.reportedBlocks ?? result.chosenCandidate.overlap.gpu;
       if (reported < promptBlocks) {
-        d.predicted.record(chosen.key, keys, nowMs);
+        const stamp = d.predicted.record(chosen.key, keys, nowMs);
+        this.#routedPredictions!.note({ requestId, worker: chosen.key, keys, stamp, atMs: nowMs });
       } else d.predicted.noteRouted(chosen.key);
     }
     const t3 = clock();

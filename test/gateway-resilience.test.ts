@@ -335,3 +335,46 @@ describe("gateway: admission under overload", () => {
     expect(await inFlightTotal(gw.url)).toBe(0);
   });
 });
+
+describe("gateway: predict-on-route after an attempt the engine never took", () => {
+  // Three full blocks (block size 16): routed to `a` first, predicted there for 2 s.
+  const prompt = Array.from({ length: 48 }, (_, i) => 100 + i);
+  for (const status of [503, 400]) {
+    it(`a worker that answered ${status} is not credited with the prompt`, async () => {
+      const failing = await scripted((_r, res) => {
+        res.writeHead(status, { "content-type": "application/json" });
+        res.end('{"error":"no"}');
+      });
+      const b = await sim();
+      const gw = await gateway({
+        workers: [plainEntry("a", failing.url), simEntry("b", b)],
+        gateway: { retryBackoffMs: 1 },
+      });
+      await pushLoad(gw.url, "b", 30);
+      const r = await post(gw.url, { ...BODY, prompt });
+      // 503: retried on b; 400: the client gets the worker's answer (not retried).
+      expect(r.res.status, r.text).toBe(status === 503 ? 200 : 400);
+      expect(failing.requests.length).toBe(1);
+      expect(await inFlightTotal(gw.url)).toBe(0);
+      const m = await metrics(gw.url);
+      expect(metricValue(m, "kvrouter_predicted_blocks_withdrawn_total")).toBe(3);
+      // Within the prediction's TTL, the next decision for the prompt sees nothing on a.
+      const d = await fetch(`${gw.url}/v1/route`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ token_ids: prompt, model: "sim-model" }),
+      });
+      const body = (await d.json()) as {
+        candidates: { worker: string; predicted_blocks: number; overlap_blocks: { gpu: number } }[];
+      };
+      const a = body.candidates.find((c) => c.worker === "a#0")!;
+      expect(a.predicted_blocks).toBe(0);
+      expect(a.overlap_blocks.gpu).toBe(0);
+      if (status === 503) {
+        // The worker that served it keeps its prediction (or its engine's report).
+        const served = body.candidates.find((c) => c.worker === "b#0")!;
+        expect(served.overlap_blocks.gpu).toBe(3);
+      }
+    });
+  }
+});

@@ -314,6 +314,33 @@ describe("request lifecycle", () => {
     expect(reused.statusCode).toBe(200);
   });
 
+  it("failed: ends the request and takes back the blocks predicted for it; done does not", async () => {
+    const s = await service();
+    await pushLoad(s, "w0");
+    const predictedOn = async (prompt: number[], id: string, worker: string) => {
+      const res = await post(s, "/v1/route", { token_ids: prompt, request_id: id });
+      return res.json().candidates.find((c: { worker: string }) => c.worker === worker)
+        .predicted_blocks;
+    };
+    const failedPrompt = tokens(32);
+    const routed = await post(s, "/v1/route", { token_ids: failedPrompt, request_id: "f-1" });
+    const worker = routed.json().worker.key;
+    const failed = await post(s, "/v1/requests/f-1/failed", {});
+    expect(failed.statusCode).toBe(200);
+    expect(failed.json()).toEqual({ request_id: "f-1", worker, event: "failed" });
+    expect(await predictedOn(failedPrompt, "f-2", worker)).toBe(0);
+    const metrics = (await s.app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(metrics).toContain("kvrouter_predicted_blocks_withdrawn_total 2");
+    // The same with `done`: the prediction stays for its TTL.
+    const donePrompt = tokens(32).map((t) => t + 1_000);
+    const other = await post(s, "/v1/route", { token_ids: donePrompt, request_id: "g-1" });
+    expect((await post(s, "/v1/requests/g-1/done", {})).statusCode).toBe(200);
+    expect(await predictedOn(donePrompt, "g-2", other.json().worker.key)).toBe(2);
+    const again = await post(s, "/v1/requests/f-1/failed", {});
+    expect(again.statusCode).toBe(404);
+    expect(again.json().error.code).toBe("request_not_found");
+  });
+
   it("accepts lifecycle calls without a body", async () => {
     const s = await service();
     const res = await s.app.inject({ method: "POST", url: "/v1/requests/nope/done" });

@@ -1,7 +1,8 @@
 /**
  * In-flight lifecycle: the caller reports when a routed request produced its first token
- * (its prefill no longer loads the worker) and when it finished. Unknown ids are a 404:
- * never routed, already done, or expired by `inFlight.ttlMs`.
+ * (its prefill no longer loads the worker), when it finished, or that the worker never
+ * took it (`failed`: done, and predict-on-route's blocks for it taken back). Unknown ids
+ * are a 404: never routed, already done, or expired by `inFlight.ttlMs`.
  */
 
 import type { FastifyInstance, FastifyRequest } from "fastify";
@@ -53,5 +54,12 @@ export function registerRequestRoutes(app: FastifyInstance, deps: AppDeps): void
   app.post<{ Params: { id: string } }>("/v1/requests/:id/done", opts, async (req) => {
     const nowMs = now();
     return answer(deps.inFlight.done(req.params.id, nowMs), "done");
+  });
+  app.post<{ Params: { id: string } }>("/v1/requests/:id/failed", opts, async (req) => {
+    const nowMs = now();
+    const update = deps.inFlight.done(req.params.id, nowMs);
+    // Only a request still in flight (a 404 takes nothing back: the id may be reused).
+    if (update.ok) deps.router.withdrawPrediction(req.params.id, nowMs);
+    return answer(update, "failed");
   });
 }

@@ -26,6 +26,29 @@ describe("PredictedBlocks", () => {
     expect(p.stats()).toMatchObject({ blocks: 0, expired: 8 });
   });
 
+  it("withdraws what one record made, keeping keys recorded again since and other workers'", () => {
+    const p = new PredictedBlocks(opts);
+    const first = p.record(A, keysOf(8), 0);
+    p.record(B, keysOf(8), 0);
+    // A later request shares the first 5 blocks on A: those are its record now.
+    p.record(A, keysOf(5), 10);
+    p.withdraw(A, keysOf(8), first);
+    expect(p.match(keysOf(8), 20)).toEqual(
+      new Map([
+        [A, 5],
+        [B, 8],
+      ]),
+    );
+    expect(p.stats()).toMatchObject({ blocks: 13, withdrawn: 3 });
+    // Again, or with a stamp no record made: nothing more goes.
+    p.withdraw(A, keysOf(8), first);
+    p.withdraw(A, keysOf(8), 0);
+    expect(p.stats().withdrawn).toBe(3);
+    // A withdrawn key recorded anew counts again.
+    p.record(A, keysOf(8), 30);
+    expect(p.match(keysOf(8), 40).get(A)).toBe(8);
+  });
+
   it("drops confirmed blocks, a removed worker's blocks, and keeps to the cap (counted)", () => {
     const p = new PredictedBlocks({ ...opts, maxBlocksPerWorker: 10 });
     p.record(A, keysOf(6), 0);

@@ -43,8 +43,10 @@ interface Entry extends TableEntry {
   expiresAtMs: number;
   /** Index of the entry's latest place in its worker's recency queue. */
   at: number;
-  /** Confirmed by the engine: counts as absent until recorded again or swept. */
+  /** Confirmed by the engine (or withdrawn): counts as absent until recorded again or swept. */
   dead: boolean;
+  /** The `record` call that last recorded it (`withdraw` takes back only that call's). */
+  stamp: number;
 }
 
 interface WorkerState {
@@ -77,6 +79,8 @@ export interface PredictedStats {
   readonly confirmed: number;
   /** Blocks dropped because their TTL passed. */
   readonly expired: number;
+  /** Blocks taken back because the request recorded them never reached the engine. */
+  readonly withdrawn: number;
   readonly degradedWorkers: number;
 }
 
@@ -86,6 +90,9 @@ export class PredictedBlocks {
   #evicted = 0;
   #confirmed = 0;
   #expired = 0;
+  #withdrawn = 0;
+  /** The last `record` call's stamp (0: none yet). */
+  #stamp = 0;
 
   constructor(o: PredictedBlocksOptions) {
     for (const [name, v] of [
@@ -104,14 +111,16 @@ export class PredictedBlocks {
 
   /**
    * Record that `worker` was sent a prompt with these keys at `nowMs`: every key counts as
-   * held until its TTL passes. A TTL of 0 on a healthy worker records nothing.
+   * held until its TTL passes. A TTL of 0 on a healthy worker records nothing. Returns the
+   * record's stamp for `withdraw` (0 when nothing was recorded).
    */
-  record(worker: WorkerKey, keys: BlockKeySeq, nowMs: number): void {
+  record(worker: WorkerKey, keys: BlockKeySeq, nowMs: number): number {
     const s = this.#state(worker);
     s.routed++;
     const ttl = s.degraded ? this.#o.degradedTtlMs : this.#o.ttlMs;
     const cap = s.degraded ? s.degradedCap : this.#o.maxBlocksPerWorker;
-    if (ttl <= 0 || cap <= 0) return;
+    if (ttl <= 0 || cap <= 0) return 0;
+    const stamp = ++this.#stamp;
     const n = keys.length >>> 1;
     const expiresAtMs = nowMs + ttl;
     const m = s.entries;
@@ -129,7 +138,7 @@ export class PredictedBlocks {
       const at = s.tail++;
       const e = m.get(hi, lo);
       if (e === undefined) {
-        const added: Entry = { hi, lo, spilled: false, expiresAtMs, at, dead: false };
+        const added: Entry = { hi, lo, spilled: false, expiresAtMs, at, dead: false, stamp };
         m.add(added);
         q[at] = added;
         s.live++;
@@ -141,6 +150,7 @@ export class PredictedBlocks {
       e.expiresAtMs = expiresAtMs;
       e.at = at;
       e.dead = false;
+      e.stamp = stamp;
     }
     this.#sweep(s, nowMs);
     if (s.live > cap) {
@@ -149,6 +159,27 @@ export class PredictedBlocks {
       while (over > 0) {
         const e = this.#pop(s);
         if (e !== null && !e.dead) over--;
+      }
+    }
+    return stamp;
+  }
+
+  /**
+   * The request `record` stamped `stamp` never reached `worker`'s engine (refused, or
+   * answered 5xx/429 before its first byte): the keys that call was the last to record
+   * count as absent again, so a false "this worker holds your prefix" does not draw the
+   * requests after it. Keys recorded again since (by a later request) keep that record.
+   */
+  withdraw(worker: WorkerKey, keys: BlockKeySeq, stamp: number): void {
+    const s = this.#workers.get(worker);
+    if (s === undefined || s.live === 0 || stamp === 0) return;
+    const n = keys.length >>> 1;
+    for (let i = 0; i < n; i++) {
+      const e = s.entries.get(keys[2 * i]!, keys[2 * i + 1]!);
+      if (e !== undefined && !e.dead && e.stamp === stamp) {
+        e.dead = true;
+        s.live--;
+        this.#withdrawn++;
       }
     }
   }
@@ -281,6 +312,7 @@ export class PredictedBlocks {
       evicted: this.#evicted,
       confirmed: this.#confirmed,
       expired: this.#expired,
+      withdrawn: this.#withdrawn,
       degradedWorkers,
     };
   }

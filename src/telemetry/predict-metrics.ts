@@ -44,6 +44,7 @@ export function registerPredictMetrics(registry: Registry, src: PredictMetricsSo
     ["confirmed", "Predicted blocks replaced by the engine's own report"],
     ["expired", "Predicted blocks dropped at their TTL"],
     ["evicted", "Predicted blocks dropped at the per-worker cap"],
+    ["withdrawn", "Predicted blocks taken back: their request never reached the engine"],
   ] as const;
   for (const [field, help] of counters) {
     new Counter({
