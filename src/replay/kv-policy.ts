@@ -136,6 +136,8 @@ export class KvPolicy implements RoutingPolicy {
   }
 
   onDone(o: RequestOutcome, nowMs: number): void {
+    // A prompt the worker refused (larger than its cache: vLLM's 400) cached nothing there.
+    if (o.rejected) this.router.withdrawPrediction(String(o.index), nowMs);
     this.inFlight.done(String(o.index), nowMs);
   }
 }
