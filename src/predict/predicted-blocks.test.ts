@@ -87,28 +87,44 @@ describe("PredictedBlocks", () => {
 
   it("property: no predicted block ever counts past its TTL, under any interleaving", () => {
     // The time model: a sequence of steps, each advancing time and then recording,
-    // matching, confirming, sweeping or switching modes. A reference log keeps, per worker
-    // and prompt, the last time it was recorded and the TTL that applied.
+    // matching, confirming, withdrawing an earlier record, sweeping or switching modes. A
+    // reference log keeps, per worker and prompt block, the last time it was recorded, the
+    // TTL that applied and which record it was (a withdrawn record's blocks are gone).
     const step = fc.record({
       dt: fc.integer({ min: 0, max: 1500 }),
-      op: fc.constantFrom("record", "match", "confirm", "expire", "degrade", "heal"),
+      op: fc.constantFrom("record", "match", "confirm", "withdraw", "expire", "degrade", "heal"),
       worker: fc.constantFrom(A, B),
       prompt: fc.integer({ min: 0, max: 4 }),
       blocks: fc.integer({ min: 1, max: 6 }),
     });
     fc.assert(
-      fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
+      fc.property(fc.array(step, { minLength: 20, maxLength: 60 }), (steps) => {
         const p = new PredictedBlocks({ ttlMs: 2000, maxBlocksPerWorker: 12, degradedTtlMs: 5000 });
         const lastLive = new Map<string, number>(); // `${worker}/${prompt}/${block}` → expiresAt
+        const lastStamp = new Map<string, number>(); // the same keys → the record's stamp
+        const records: { worker: typeof A; keys: ReturnType<typeof keysOf>; stamp: number }[] = [];
         let now = 0;
         for (const s of steps) {
           now += s.dt;
           const keys = keysOf(s.blocks, s.prompt);
           if (s.op === "record") {
             const ttl = p.isDegraded(s.worker) ? 5000 : 2000;
-            p.record(s.worker, keys, now);
-            for (let i = 0; i < s.blocks; i++)
+            const stamp = p.record(s.worker, keys, now);
+            records.push({ worker: s.worker, keys, stamp });
+            for (let i = 0; i < s.blocks; i++) {
               lastLive.set(`${s.worker}/${s.prompt}/${i}`, now + ttl);
+              lastStamp.set(`${s.worker}/${s.prompt}/${i}`, stamp);
+            }
+          } else if (s.op === "withdraw" && records.length > 0) {
+            // One of the last two records: older ones have mostly expired.
+            const r = records[Math.max(0, records.length - 1 - (s.blocks % 2))]!;
+            p.withdraw(r.worker, r.keys, r.stamp);
+            for (const [k, st] of lastStamp) {
+              if (st === r.stamp) {
+                lastLive.delete(k);
+                lastStamp.delete(k);
+              }
+            }
           } else if (s.op === "match") {
             const m = p.match(keys, now);
             for (const [w, n] of m) {
