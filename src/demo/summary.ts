@@ -105,7 +105,10 @@ export function formatComparison(kv: PolicySummary, rr: PolicySummary): string {
     .join("\n");
 }
 
-/** The gateway's prediction check over the kv phase, from kvrouter's `/metrics`. */
+/**
+ * The gateway's prediction check over the kv phase, from kvrouter's `/metrics` (the one
+ * warm-up request the demo sends through the gateway before it counts too).
+ */
 export interface PredictionCheckSummary {
   readonly match: number;
   readonly over: number;
@@ -131,7 +134,7 @@ export function predictionCheckOf(metricsText: string): PredictionCheckSummary {
 export function formatPredictionCheck(p: PredictionCheckSummary): string {
   const n = p.match + p.over + p.under;
   return (
-    `  prediction check (engine's cached tokens vs the router's prediction, kv phase): ` +
+    `  prediction check (engine's cached tokens vs the router's prediction, kv phase and the warm-up request): ` +
     `${p.match} of ${n} within one block, ${p.over} over, ${p.under} under, ${p.warnings} warning(s)`
   );
 }
