@@ -88,13 +88,17 @@ export class Router {
    * The request `requestId` never reached the engine it was routed to (connection
    * refused, 5xx or 429 before its first byte, no first byte in time): the blocks
    * predict-on-route recorded for it are taken back (those no later request recorded
-   * again), so the worker is not credited with a prefix it was never given. Within the
-   * predictions' TTL of its routing; false when there is nothing to take back.
+   * again), so the worker is not credited with a prefix it was never given. Call it
+   * before the request's `done`, while its in-flight record (which holds the prompt's
+   * keys until its first token) is there, and within the predictions' TTL of its
+   * routing; false when there is nothing to take back.
    */
   withdrawPrediction(requestId: string, nowMs: number): boolean {
     const p = this.#routedPredictions?.take(requestId, nowMs);
     if (p === undefined) return false;
-    this.#d.predicted!.withdraw(p.worker, p.keys, p.stamp);
+    const keys = this.#d.inFlight.pendingKeys(requestId, p.worker);
+    if (keys === null) return false;
+    this.#d.predicted!.withdraw(p.worker, keys as BlockKeySeq, p.stamp);
     return true;
   }
 
@@ -284,7 +288,7 @@ export class Router {
         sources.get(chosen.key)?.reportedBlocks ?? result.chosenCandidate.overlap.gpu;
       if (reported < promptBlocks) {
         const stamp = d.predicted.record(chosen.key, keys, nowMs);
-        this.#routedPredictions!.note({ requestId, worker: chosen.key, keys, stamp, atMs: nowMs });
+        this.#routedPredictions!.note({ requestId, worker: chosen.key, stamp, atMs: nowMs });
       } else d.predicted.noteRouted(chosen.key);
     }
     const t3 = clock();

@@ -57,9 +57,9 @@ export function registerRequestRoutes(app: FastifyInstance, deps: AppDeps): void
   });
   app.post<{ Params: { id: string } }>("/v1/requests/:id/failed", opts, async (req) => {
     const nowMs = now();
-    const update = deps.inFlight.done(req.params.id, nowMs);
-    // Only a request still in flight (a 404 takes nothing back: the id may be reused).
-    if (update.ok) deps.router.withdrawPrediction(req.params.id, nowMs);
-    return answer(update, "failed");
+    // Before `done`: the prediction's keys are read from the request's in-flight record
+    // (an unknown id has none, so nothing is taken back, and it answers 404).
+    deps.router.withdrawPrediction(req.params.id, nowMs);
+    return answer(deps.inFlight.done(req.params.id, nowMs), "failed");
   });
 }

@@ -100,6 +100,12 @@ export class InFlightTracker {
     return this.#byId.has(requestId);
   }
 
+  /** The block keys of a request still in prefill on `worker` (null: not, or none given). */
+  pendingKeys(requestId: string, worker: WorkerKey): Uint32Array | null {
+    const e = this.#byId.get(requestId);
+    return e?.pending && e.worker === worker ? e.prefixKeys : null;
+  }
+
   /** Record a routed request on `worker`. A request id already in flight is refused. */
   add(requestId: string, worker: WorkerKey, input: InFlightAddInput): InFlightAdd {
     if (this.#byId.has(requestId)) return { ok: false, reason: "duplicate_request", requestId };

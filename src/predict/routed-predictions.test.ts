@@ -1,14 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { computeBlockKeys } from "../index/block-key.js";
 import { workerKey } from "../protocol/worker.js";
 import { RoutedPredictions } from "./routed-predictions.js";
 
 const W = workerKey("w");
-const keys = computeBlockKeys([1, 2, 3, 4, 5, 6, 7, 8], 4, null);
 const at = (requestId: string, atMs: number, stamp = 1) => ({
   requestId,
   worker: W,
-  keys,
   stamp,
   atMs,
 });

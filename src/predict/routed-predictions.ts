@@ -1,26 +1,25 @@
 /**
- * Which prediction each recently routed request made: the worker, the prompt's keys and
- * the `PredictedBlocks.record` stamp, kept for the predictions' TTL so that a request
- * that never reached its engine (refused, 5xx or 429 before its first byte) can take its
- * prediction back (`PredictedBlocks.withdraw`). Past the TTL its entries have expired
- * anyway, so nothing older is kept; and at most `maxEntries` at once (the oldest go
- * first), whatever the request rate. Core rules: no I/O, time passed in.
+ * Which prediction each recently routed request made: the worker and the
+ * `PredictedBlocks.record` stamp, kept for the predictions' TTL so that a request that
+ * never reached its engine (refused, 5xx or 429 before its first byte) can take its
+ * prediction back (`PredictedBlocks.withdraw`, with the prompt's keys from its in-flight
+ * record: not kept here, so a routed prompt's keys are not held past its prefill). Past
+ * the TTL its entries have expired anyway, so nothing older is kept; and at most
+ * `maxEntries` at once (the oldest go first), whatever the request rate. Core rules: no
+ * I/O, time passed in.
  */
 
-import type { BlockKeySeq } from "../index/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import { Fifo } from "../util/fifo.js";
 
 export interface RoutedPrediction {
   readonly requestId: string;
   readonly worker: WorkerKey;
-  /** The prompt's block keys (kept by reference, as the in-flight record keeps them). */
-  readonly keys: BlockKeySeq;
   readonly stamp: number;
   readonly atMs: number;
 }
 
-/** Most predictions remembered at once (~100 bytes each, the keys being shared). */
+/** Most predictions remembered at once (~100 bytes each). */
 export const MAX_ROUTED_PREDICTIONS = 100_000;
 
 export class RoutedPredictions {
