@@ -20,7 +20,6 @@ import type { BlockKeySeq, PrefixIndex, WorkerMatch } from "./index/types.js";
 import { effectiveLoad, samePrefixPending } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
 import type { InFlightTotals, WorkerInfo } from "./load/types.js";
-import { RoutedPredictions } from "./predict/routed-predictions.js";
 import type { WorkerKey } from "./protocol/worker.js";
 import { ColumnScorer } from "./router-columns.js";
 import type {
@@ -71,8 +70,6 @@ export class Router {
   readonly #matchBuffer = new MatchBuffer();
   #columnFallbacks = 0;
   #columnDecisions = 0;
-  /** What each request routed within the predictions' TTL recorded (`withdrawPrediction`). */
-  readonly #routedPredictions: RoutedPredictions | null;
 
   constructor(deps: RouterDeps) {
     this.#d = deps;
@@ -80,8 +77,6 @@ export class Router {
     this.#clock = deps.clock ?? noClock;
     this.#columns = new ColumnScorer(deps);
     this.#slots = slotMatcher(deps.index);
-    this.#routedPredictions =
-      deps.predicted === undefined ? null : new RoutedPredictions(deps.predicted.ttlMs);
   }
 
   /**
@@ -90,15 +85,14 @@ export class Router {
    * predict-on-route recorded for it are taken back (those no later request recorded
    * again), so the worker is not credited with a prefix it was never given. Call it
    * before the request's `done`, while its in-flight record (which holds the prompt's
-   * keys until its first token) is there, and within the predictions' TTL of its
-   * routing; false when there is nothing to take back.
+   * keys and the record's stamp until its first token) is there; false when there is
+   * nothing to take back.
    */
-  withdrawPrediction(requestId: string, nowMs: number): boolean {
-    const p = this.#routedPredictions?.take(requestId, nowMs);
-    if (p === undefined) return false;
-    const keys = this.#d.inFlight.pendingKeys(requestId, p.worker);
-    if (keys === null) return false;
-    this.#d.predicted!.withdraw(p.worker, keys as BlockKeySeq, p.stamp);
+  withdrawPrediction(requestId: string): boolean {
+    const predicted = this.#d.predicted;
+    const p = predicted === undefined ? null : this.#d.inFlight.takePendingPrediction(requestId);
+    if (p === null) return false;
+    predicted!.withdraw(p.worker, p.keys as BlockKeySeq, p.stamp);
     return true;
   }
 
@@ -287,8 +281,7 @@ export class Router {
       const reported =
         sources.get(chosen.key)?.reportedBlocks ?? result.chosenCandidate.overlap.gpu;
       if (reported < promptBlocks) {
-        const stamp = d.predicted.record(chosen.key, keys, nowMs);
-        this.#routedPredictions!.note({ requestId, worker: chosen.key, stamp, atMs: nowMs });
+        d.inFlight.notePrediction(requestId, d.predicted.record(chosen.key, keys, nowMs));
       } else d.predicted.noteRouted(chosen.key);
     }
     const t3 = clock();

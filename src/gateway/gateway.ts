@@ -391,7 +391,7 @@ export class Gateway {
       } catch (err) {
         // The engine did not take it (refused, 5xx/429, no first byte in time): what
         // predict-on-route recorded for it there is taken back (docs/prediction.md).
-        if (err instanceof UpstreamFailure) d.router.withdrawPrediction(requestId, d.nowMs());
+        if (err instanceof UpstreamFailure) d.router.withdrawPrediction(requestId);
         d.inFlight.done(requestId, d.nowMs());
         this.admission.notify();
         if (err instanceof UpstreamFailure) {
@@ -488,7 +488,7 @@ export class Gateway {
       answer.status === 200 ? new UsageScanner(typeof ct === "string" ? ct : undefined) : null;
     // An error the client gets as it is (a 4xx: the engine refused the request) cached
     // nothing there: the prediction made for it is taken back.
-    if (answer.status >= 400) d.router.withdrawPrediction(id, d.nowMs());
+    if (answer.status >= 400) d.router.withdrawPrediction(id);
     let relayed = false;
     return {
       requestId: id,

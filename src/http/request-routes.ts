@@ -59,7 +59,7 @@ export function registerRequestRoutes(app: FastifyInstance, deps: AppDeps): void
     const nowMs = now();
     // Before `done`: the prediction's keys are read from the request's in-flight record
     // (an unknown id has none, so nothing is taken back, and it answers 404).
-    deps.router.withdrawPrediction(req.params.id, nowMs);
+    deps.router.withdrawPrediction(req.params.id);
     return answer(deps.inFlight.done(req.params.id, nowMs), "failed");
   });
 }

@@ -45,6 +45,8 @@ interface Entry extends TimedEntry {
   readonly worker: WorkerKey;
   /** The prompt's block keys while its prefill is pending; null after (or never given). */
   prefixKeys: Uint32Array | null;
+  /** The stamp of what predict-on-route recorded for it (`PredictedBlocks.record`; 0: none). */
+  predictionStamp: number;
 }
 
 const entryKeys = (e: Entry): Uint32Array | null => e.prefixKeys;
@@ -100,10 +102,26 @@ export class InFlightTracker {
     return this.#byId.has(requestId);
   }
 
-  /** The block keys of a request still in prefill on `worker` (null: not, or none given). */
-  pendingKeys(requestId: string, worker: WorkerKey): Uint32Array | null {
+  /** What predict-on-route recorded for `requestId` (its `PredictedBlocks.record` stamp). */
+  notePrediction(requestId: string, stamp: number): void {
     const e = this.#byId.get(requestId);
-    return e?.pending && e.worker === worker ? e.prefixKeys : null;
+    if (e !== undefined) e.predictionStamp = stamp;
+  }
+
+  /**
+   * The prediction of a request still in prefill, once (its stamp is cleared): its worker,
+   * keys and stamp; null when it is not in prefill, gave no keys or recorded nothing.
+   */
+  takePendingPrediction(
+    requestId: string,
+  ): { readonly worker: WorkerKey; readonly keys: Uint32Array; readonly stamp: number } | null {
+    const e = this.#byId.get(requestId);
+    if (e === undefined || !e.pending || e.prefixKeys === null || e.predictionStamp === 0) {
+      return null;
+    }
+    const stamp = e.predictionStamp;
+    e.predictionStamp = 0;
+    return { worker: e.worker, keys: e.prefixKeys, stamp };
   }
 
   /** Record a routed request on `worker`. A request id already in flight is refused. */
@@ -117,6 +135,7 @@ export class InFlightTracker {
       prefillTokens: Math.max(0, input.prefillTokens),
       blocks: Math.max(0, input.blocks),
       prefixKeys: input.prefixKeys ?? null,
+      predictionStamp: 0,
       pending: true,
       live: true,
       before: false,

@@ -137,7 +137,7 @@ export class KvPolicy implements RoutingPolicy {
 
   onDone(o: RequestOutcome, nowMs: number): void {
     // A prompt the worker refused (larger than its cache: vLLM's 400) cached nothing there.
-    if (o.rejected) this.router.withdrawPrediction(String(o.index), nowMs);
+    if (o.rejected) this.router.withdrawPrediction(String(o.index));
     this.inFlight.done(String(o.index), nowMs);
   }
 }
