@@ -84,7 +84,6 @@ export interface ColumnRequest {
     readonly slotKey: (slot: number) => WorkerKey;
   } | null;
   readonly store: number;
-  readonly predicted: ReadonlyMap<WorkerKey, number> | undefined;
   /** Filled like the full path fills it (predicted holders' reported/predicted blocks). */
   readonly sources: Map<WorkerKey, OverlapSource>;
   readonly nowMs: number;
@@ -209,15 +208,19 @@ export class ColumnScorer {
         gpu[j] = b.deepGpu[k]!;
       }
     }
-    // Predicted blocks count as GPU-held (as Router's full path: max with the index).
-    if (q.predicted !== undefined) {
-      for (const [key, p] of q.predicted) {
+    // Predicted blocks count as GPU-held, continuing what the index reported (as Router's
+    // full path: `matchBeyond`).
+    if (d.predicted !== undefined) {
+      const predicted = d.predicted.matchBeyond(q.keys, q.nowMs, (key) => {
+        const r = h.position.get(key);
+        return r === undefined || col[r]! < 0 ? 0 : gpu[col[r]!]!;
+      });
+      for (const [key, p] of predicted) {
         const r = h.position.get(key);
         if (p === 0 || r === undefined || col[r]! < 0) continue;
         const j = col[r]!;
         const reported = gpu[j]!;
         q.sources.set(key, { reportedBlocks: reported, predictedBlocks: p });
-        if (reported >= p) d.predicted!.confirm(key, q.keys, p);
         const g = p > reported ? p : reported;
         gpu[j] = g;
         host[j] = Math.max(host[j]!, g);

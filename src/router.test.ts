@@ -459,6 +459,52 @@ describe("Router predict-on-route", () => {
   });
 });
 
+describe("Router predict-on-route past a reported shared prefix", () => {
+  // Agents share a 6-block system prompt the engine of `a` reported; each task's steps
+  // extend the task's own context. A request adding less than a block to the system
+  // prompt (all of it reported: nothing recorded) confirms the shared head's predictions;
+  // the first task's next step must still see its context predicted on `a`.
+  const system = prompt(24, 7);
+  const task = (own: number, seed: number) => [...system, ...prompt(own, seed)];
+  for (const [path, limit] of [
+    ["every candidate scored", 100],
+    ["columns", 1],
+  ] as const) {
+    it(`counts the predicted context beyond the reported system prompt (${path})`, async () => {
+      const { PredictedBlocks } = await import("./predict/predicted-blocks.js");
+      const predicted = new PredictedBlocks({
+        ttlMs: 2000,
+        maxBlocksPerWorker: 1000,
+        degradedTtlMs: 0,
+      });
+      const { router, index, inFlight, add } = setup({
+        predicted,
+        candidateBreakdownLimit: limit,
+        config: resolveSchedulerConfig({ weights: { queue: 0, decode: 0 }, outlierStdK: Infinity }),
+      });
+      const a = add("a");
+      add("b");
+      index.hold(a, system);
+      const step1 = router.route({ tokenIds: task(40, 1) }, 0);
+      expect(step1.ok && step1.decision.worker).toBe(a);
+      // Each step ends before the next is sent, as an agent's do.
+      if (step1.ok) inFlight.done(step1.decision.requestId, 50);
+      const other = router.route({ tokenIds: task(3, 2) }, 100);
+      expect(other.ok && [other.decision.worker, other.decision.overlapBlocks]).toEqual([a, 6]);
+      const step2 = router.route({ tokenIds: task(60, 1) }, 200);
+      if (!step2.ok) throw new Error(step2.error.message);
+      expect(step2.decision.worker).toBe(a);
+      expect(step2.decision.overlapBlocks).toBe(16);
+      const i = step2.decision.candidates.findIndex((c) => c.worker === a);
+      expect(step2.decision.overlapSources?.[i]).toEqual({
+        reportedBlocks: 6,
+        predictedBlocks: 16,
+      });
+      expect(router.columnStats.decisions).toBe(limit === 1 ? 3 : 0);
+    });
+  }
+});
+
 describe("Router with the workers' prefill rate (inFlight.prefillTokensPerSec)", () => {
   // a computes 1,000 tokens routed at 0 ms (an idle worker: it started then); b has 400
   // routed at 900 ms. At 950 ms, at 1 token/ms: a has 50 left, b 350.

@@ -200,7 +200,6 @@ export class Router {
     const store = matches === null ? 0 : this.#storeOverlap(matches.workers);
     const promptTokens = req.tokenIds.length;
     const promptBlocks = keys.length >>> 1;
-    const predicted = d.predicted?.match(keys, nowMs);
     /** Candidates whose overlap includes a prediction: what was reported, what predicted. */
     const sources = new Map<WorkerKey, OverlapSource>();
     let decided: { result: ScheduleResult; chosen: WorkerInfo | undefined } | null = null;
@@ -212,7 +211,6 @@ export class Router {
         matches: matches?.workers ?? null,
         buffer: slots === null ? null : { answer: buffer!, slotKey: (s) => slots.slotKey(s) },
         store,
-        predicted,
         sources,
         nowMs,
         promptTokens,
@@ -228,6 +226,8 @@ export class Router {
       matches ??= d.index.findMatches(keys);
       const workers = excluding ? routable.filter((w) => !exclude.has(w.key)) : routable;
       const byWorker = indexMatches(matches.workers);
+      // Predicted blocks continue what each worker's engine reported (`matchBeyond`).
+      const predicted = d.predicted?.matchBeyond(keys, nowMs, (w) => byWorker.get(w)?.gpu ?? 0);
       // Most workers hold none of the prompt: they share one overlap object.
       const none = { gpu: 0, host: 0, disk: 0, store };
       const candidates: CandidateInput[] = new Array(workers.length);
@@ -276,12 +276,13 @@ export class Router {
         clock(),
       );
     }
-    // Predict-on-route: unless the engine already reported the whole prompt there.
+    // Predict-on-route: the blocks past what the engine already reported there.
     if (d.predicted !== undefined) {
       const reported =
         sources.get(chosen.key)?.reportedBlocks ?? result.chosenCandidate.overlap.gpu;
       if (reported < promptBlocks) {
-        d.inFlight.notePrediction(requestId, d.predicted.record(chosen.key, keys, nowMs));
+        const stamp = d.predicted.record(chosen.key, keys, nowMs, reported);
+        d.inFlight.notePrediction(requestId, stamp);
       } else d.predicted.noteRouted(chosen.key);
     }
     const t3 = clock();
@@ -307,7 +308,7 @@ export class Router {
         kvMean: result.kvMean,
         kvStd: result.kvStd,
         candidates: result.candidates,
-        ...(predicted === undefined
+        ...(d.predicted === undefined
           ? {}
           : {
               overlapSources: result.candidates.map(
@@ -385,8 +386,8 @@ export class Router {
       }
     }
     const m = byWorker.get(w.key);
-    // Predicted blocks count as GPU-held (max with the index; gpu ≤ host ≤ disk kept);
-    // once the index covers them, the engine has confirmed them and they go.
+    // Predicted blocks count as GPU-held (gpu ≤ host ≤ disk kept): `p` is the reported
+    // overlap plus the predicted run after it, present only where it passes the report.
     const p = predicted?.get(w.key) ?? 0;
     let overlap: TierOverlap;
     if (p === 0) {
@@ -394,7 +395,6 @@ export class Router {
     } else {
       const reported = m?.gpu ?? 0;
       sources.set(w.key, { reportedBlocks: reported, predictedBlocks: p });
-      if (reported >= p) d.predicted!.confirm(w.key, keys, p);
       const gpu = p > reported ? p : reported;
       overlap = {
         gpu,

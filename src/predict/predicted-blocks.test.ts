@@ -81,6 +81,57 @@ describe("PredictedBlocks", () => {
     expect(p.isDegraded(A)).toBe(false);
   });
 
+  it("matchBeyond: reads on from what the engine reported, confirming only the reported head", () => {
+    // An agent's context: a 6-block system prompt shared by every task, then its own.
+    const system = 6;
+    const task = (own: number, seed: number) => {
+      const tokens = [
+        ...Array.from({ length: system * BS }, (_, i) => i),
+        ...Array.from({ length: own * BS }, (_, i) => 1_000_000 + seed * 10_000 + i),
+      ];
+      return computeBlockKeys(tokens, BS, null);
+    };
+    const p = new PredictedBlocks(opts);
+    p.record(A, task(10, 1), 0); // task 1's step: 16 blocks predicted on A
+    const reportedSystem = (w: string) => (w === A ? system : 0);
+    // Another task sharing only the system prompt, which A's engine reported: nothing is
+    // predicted beyond the report, and the reported head's predictions are confirmed.
+    expect(p.matchBeyond(task(4, 2), 10, reportedSystem).size).toBe(0);
+    expect(p.stats()).toMatchObject({ confirmed: system, blocks: 10 });
+    // Task 1's next step still matches its predicted context past the system prompt
+    // (reading from key 0 alone, as `match` does, it would find nothing now).
+    expect(p.matchBeyond(task(14, 1), 20, reportedSystem)).toEqual(new Map([[A, 16]]));
+    expect(p.match(task(14, 1), 20).size).toBe(0);
+    // Where the index holds less than the prediction, the whole predicted run counts
+    // (its head is confirmed as far as the report goes).
+    p.record(B, task(3, 3), 30);
+    expect(p.matchBeyond(task(3, 3), 40, (w) => (w === B ? 2 : 0)).get(B)).toBe(9);
+    expect(p.size(B)).toBe(7);
+    // A report at or past the prediction's end: nothing beyond it. The keys past the
+    // confirmed head are not looked up (that would cost the reported depth on every
+    // decision); they go at their TTL like any prediction.
+    expect(p.matchBeyond(task(3, 3), 40, (w) => (w === B ? 9 : 0)).has(B)).toBe(false);
+    expect(p.size(B)).toBe(7);
+    // A report covering a fresh prediction confirms it whole (the 3 left are task 3's own).
+    p.record(B, task(3, 5), 50);
+    expect(p.size(B)).toBe(12);
+    expect(p.matchBeyond(task(3, 5), 60, (w) => (w === B ? 9 : 0)).has(B)).toBe(false);
+    expect(p.size(B)).toBe(3);
+    // Expired: nothing counts, whatever the depth.
+    expect(p.matchBeyond(task(14, 1), 2000, reportedSystem).size).toBe(0);
+    // Recorded past what the engine reported (`from`): only those keys are kept, and they
+    // count read on from the report, not from key 0.
+    p.record(B, task(4, 6), 2100, system);
+    expect(p.size(B)).toBe(4);
+    expect(p.match(task(4, 6), 2110).has(B)).toBe(false);
+    expect(p.matchBeyond(task(4, 6), 2110, (w) => (w === B ? system : 0)).get(B)).toBe(10);
+    // Degraded: the approximate view is read on the same way, nothing is confirmed, and a
+    // record keeps the whole prompt (the view must stand without the index).
+    p.setDegraded(A, 100);
+    p.record(A, task(10, 4), 3000, system);
+    expect(p.matchBeyond(task(10, 4), 3010, reportedSystem).get(A)).toBe(16);
+    expect(p.size(A)).toBe(16);
+  });
   it("rejects a bad option by name", () => {
     expect(() => new PredictedBlocks({ ...opts, ttlMs: -1 })).toThrow(/ttlMs/);
   });
@@ -96,6 +147,8 @@ describe("PredictedBlocks", () => {
       worker: fc.constantFrom(A, B),
       prompt: fc.integer({ min: 0, max: 4 }),
       blocks: fc.integer({ min: 1, max: 6 }),
+      // Leading blocks the engine reported (`matchBeyond`; 0 = `match`).
+      depth: fc.integer({ min: 0, max: 6 }),
     });
     fc.assert(
       fc.property(fc.array(step, { minLength: 20, maxLength: 60 }), (steps) => {
@@ -126,10 +179,13 @@ describe("PredictedBlocks", () => {
               }
             }
           } else if (s.op === "match") {
-            const m = p.match(keys, now);
+            const depth = (w: string) => (w === s.worker ? s.depth : 0);
+            const m = s.depth === 0 ? p.match(keys, now) : p.matchBeyond(keys, now, depth);
             for (const [w, n] of m) {
               expect(n).toBeLessThanOrEqual(s.blocks);
-              for (let i = 0; i < n; i++) {
+              expect(n).toBeGreaterThan(depth(w));
+              // What it claims past the report was recorded there and has not expired.
+              for (let i = Math.min(depth(w), s.blocks); i < n; i++) {
                 const exp = lastLive.get(`${w}/${s.prompt}/${i}`);
                 expect(exp).toBeDefined();
                 expect(now).toBeLessThan(exp!);

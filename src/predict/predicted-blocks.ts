@@ -110,11 +110,15 @@ export class PredictedBlocks {
   }
 
   /**
-   * Record that `worker` was sent a prompt with these keys at `nowMs`: every key counts as
-   * held until its TTL passes. A TTL of 0 on a healthy worker records nothing. Returns the
-   * record's stamp for `withdraw` (0 when nothing was recorded).
+   * Record that `worker` was sent a prompt with these keys at `nowMs`: every key from
+   * `from` on counts as held until its TTL passes. `from` is how many leading keys the
+   * worker's engine already reported (the index holds them; `matchBeyond` reads on from
+   * there), so a long history the engine holds costs nothing to predict; a degraded
+   * worker records the whole prompt (its approximate view must stand without the index).
+   * A TTL of 0 on a healthy worker records nothing. Returns the record's stamp for
+   * `withdraw` (0 when nothing was recorded).
    */
-  record(worker: WorkerKey, keys: BlockKeySeq, nowMs: number): number {
+  record(worker: WorkerKey, keys: BlockKeySeq, nowMs: number, from = 0): number {
     const s = this.#state(worker);
     s.routed++;
     const ttl = s.degraded ? this.#o.degradedTtlMs : this.#o.ttlMs;
@@ -122,17 +126,18 @@ export class PredictedBlocks {
     if (ttl <= 0 || cap <= 0) return 0;
     const stamp = ++this.#stamp;
     const n = keys.length >>> 1;
+    const first = s.degraded ? 0 : Math.max(0, Math.min(n, Math.floor(from)));
     const expiresAtMs = nowMs + ttl;
     const m = s.entries;
     // Compact when the queue is full, or when its dead and stale places outnumber the live
     // entries (a confirm-everything load leaves live near 0 while places pile up behind
     // one unconfirmed entry): the queue and the table stay within a constant factor of the
     // live entries (≤ the cap) plus one prompt, not of the records made within a TTL.
-    if (s.tail + n > s.queue.length || s.tail - s.head > 4 * s.live + QUEUE_MIN) {
-      this.#makeRoom(s, n);
+    if (s.tail + n - first > s.queue.length || s.tail - s.head > 4 * s.live + QUEUE_MIN) {
+      this.#makeRoom(s, n - first);
     }
     const q = s.queue;
-    for (let i = 0; i < n; i++) {
+    for (let i = first; i < n; i++) {
       const hi = keys[2 * i]!;
       const lo = keys[2 * i + 1]!;
       const at = s.tail++;
@@ -189,22 +194,37 @@ export class PredictedBlocks {
    * (workers with none are absent). Expired entries met here are dropped.
    */
   match(keys: BlockKeySeq, nowMs: number): Map<WorkerKey, number> {
+    return this.matchBeyond(keys, nowMs, NO_DEPTH);
+  }
+
+  /**
+   * A worker's overlap with the prediction counted on top of what its engine reported:
+   * `depthOf(worker)` leading keys held per the index, then the predicted run that
+   * continues them. Returns, for each worker whose run reaches past its reported depth,
+   * that overlap (≥ 1 block more than reported). The run is read from key 0 as well, so a
+   * prompt recorded in full still counts where the index holds less of it.
+   *
+   * Side effect: on a healthy worker, the predictions of the reported keys the run from key
+   * 0 meets are confirmed (the engine's report replaces them). Reading on from the reported
+   * depth is what keeps a longer prediction useful once its head is confirmed: an agent's
+   * later step, sent back to the worker that holds its system prompt, matches the context
+   * predicted there beyond that prompt (docs/prediction.md). Expired entries met are dropped.
+   */
+  matchBeyond(
+    keys: BlockKeySeq,
+    nowMs: number,
+    depthOf: (worker: WorkerKey) => number,
+  ): Map<WorkerKey, number> {
     const out = new Map<WorkerKey, number>();
     const n = keys.length >>> 1;
     if (n === 0) return out;
     for (const [worker, s] of this.#workers) {
-      const m = s.entries;
       if (s.live === 0) continue;
-      let i = 0;
-      for (; i < n; i++) {
-        const e = m.get(keys[2 * i]!, keys[2 * i + 1]!);
-        if (e === undefined || e.dead) break;
-        if (e.expiresAtMs <= nowMs) {
-          this.#sweep(s, nowMs);
-          break;
-        }
-      }
-      if (i > 0) out.set(worker, i);
+      const depth = Math.min(n, depthOf(worker));
+      let i = this.#run(s, keys, 0, n, nowMs);
+      if (depth > 0 && !s.degraded && i > 0) this.#confirmLeading(s, keys, Math.min(i, depth));
+      if (i < depth && s.live > 0) i = this.#run(s, keys, depth, n, nowMs);
+      if (i > depth) out.set(worker, i);
     }
     return out;
   }
@@ -217,17 +237,7 @@ export class PredictedBlocks {
   confirm(worker: WorkerKey, keys: BlockKeySeq, count: number): void {
     const s = this.#workers.get(worker);
     if (s === undefined || s.degraded || s.live === 0) return;
-    const n = Math.min(count, keys.length >>> 1);
-    // Marked dead, not deleted: the next record of the prompt (often this same request's,
-    // on this worker) revives the entry in place.
-    for (let i = 0; i < n; i++) {
-      const e = s.entries.get(keys[2 * i]!, keys[2 * i + 1]!);
-      if (e !== undefined && !e.dead) {
-        e.dead = true;
-        s.live--;
-        this.#confirmed++;
-      }
-    }
+    this.#confirmLeading(s, keys, Math.min(count, keys.length >>> 1));
   }
 
   /**
@@ -335,6 +345,35 @@ export class PredictedBlocks {
     return s;
   }
 
+  /** End of the run of live, unexpired keys from `from` (sweeps at an expired one). */
+  #run(s: WorkerState, keys: BlockKeySeq, from: number, n: number, nowMs: number): number {
+    const m = s.entries;
+    let i = from;
+    for (; i < n; i++) {
+      const e = m.get(keys[2 * i]!, keys[2 * i + 1]!);
+      if (e === undefined || e.dead) break;
+      if (e.expiresAtMs <= nowMs) {
+        this.#sweep(s, nowMs);
+        break;
+      }
+    }
+    return i;
+  }
+
+  /** Mark the first `n` keys' live entries dead, as confirmed by the engine (counted). */
+  #confirmLeading(s: WorkerState, keys: BlockKeySeq, n: number): void {
+    // Marked dead, not deleted: the next record of the prompt (often this same request's,
+    // on this worker) revives the entry in place.
+    for (let i = 0; i < n; i++) {
+      const e = s.entries.get(keys[2 * i]!, keys[2 * i + 1]!);
+      if (e !== undefined && !e.dead) {
+        e.dead = true;
+        s.live--;
+        this.#confirmed++;
+      }
+    }
+  }
+
   /**
    * Drop expired entries from the front. Recency order is expiry order while a worker's
    * TTL does not shrink (healthy → degraded only lengthens it; degraded → healthy clears),
@@ -405,6 +444,8 @@ export class PredictedBlocks {
 }
 
 const QUEUE_MIN = 1024;
+
+const NO_DEPTH = (): number => 0;
 
 function clear(s: WorkerState): void {
   s.entries.clear();
