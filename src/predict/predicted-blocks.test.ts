@@ -107,16 +107,17 @@ describe("PredictedBlocks", () => {
     p.record(B, task(3, 3), 30);
     expect(p.matchBeyond(task(3, 3), 40, (w) => (w === B ? 2 : 0)).get(B)).toBe(9);
     expect(p.size(B)).toBe(7);
-    // A report at or past the prediction's end: nothing beyond it. The keys past the
-    // confirmed head are not looked up (that would cost the reported depth on every
-    // decision); they go at their TTL like any prediction.
+    // A report at or past the prediction's end: nothing beyond it, and the predictions
+    // below the report are confirmed, walking down from it while they are live.
     expect(p.matchBeyond(task(3, 3), 40, (w) => (w === B ? 9 : 0)).has(B)).toBe(false);
-    expect(p.size(B)).toBe(7);
-    // A report covering a fresh prediction confirms it whole (the 3 left are task 3's own).
+    expect(p.size(B)).toBe(0);
+    // So an eviction after the report cannot bring them back as a claim.
+    expect(p.matchBeyond(task(3, 3), 45, (w) => (w === B ? 2 : 0)).has(B)).toBe(false);
+    // A report covering a fresh prediction confirms it whole.
     p.record(B, task(3, 5), 50);
-    expect(p.size(B)).toBe(12);
+    expect(p.size(B)).toBe(9);
     expect(p.matchBeyond(task(3, 5), 60, (w) => (w === B ? 9 : 0)).has(B)).toBe(false);
-    expect(p.size(B)).toBe(3);
+    expect(p.size(B)).toBe(0);
     // Expired: nothing counts, whatever the depth.
     expect(p.matchBeyond(task(14, 1), 2000, reportedSystem).size).toBe(0);
     // Recorded past what the engine reported (`from`): only those keys are kept, and they

@@ -204,11 +204,13 @@ export class PredictedBlocks {
    * that overlap (≥ 1 block more than reported). The run is read from key 0 as well, so a
    * prompt recorded in full still counts where the index holds less of it.
    *
-   * Side effect: on a healthy worker, the predictions of the reported keys the run from key
-   * 0 meets are confirmed (the engine's report replaces them). Reading on from the reported
-   * depth is what keeps a longer prediction useful once its head is confirmed: an agent's
-   * later step, sent back to the worker that holds its system prompt, matches the context
-   * predicted there beyond that prompt (docs/prediction.md). Expired entries met are dropped.
+   * Side effect: on a healthy worker, the predictions of reported keys met by the run from
+   * key 0 or just below the reported depth are confirmed (the engine's report replaces
+   * them), so after an eviction they cannot claim what the engine dropped. Reading on from
+   * the reported depth is what keeps a longer prediction useful once its head is
+   * confirmed: an agent's later step, sent back to the worker that holds its system
+   * prompt, matches the context predicted there beyond that prompt (docs/prediction.md).
+   * Expired entries met are dropped.
    */
   matchBeyond(
     keys: BlockKeySeq,
@@ -222,7 +224,12 @@ export class PredictedBlocks {
       if (s.live === 0) continue;
       const depth = Math.min(n, depthOf(worker));
       let i = this.#run(s, keys, 0, n, nowMs);
-      if (depth > 0 && !s.degraded && i > 0) this.#confirmLeading(s, keys, Math.min(i, depth));
+      if (depth > 0 && !s.degraded) {
+        if (i > 0) this.#confirmLeading(s, keys, Math.min(i, depth));
+        // And the predictions just below the reported depth (a prompt recorded past an
+        // older, shorter report): walked down while live, so each is looked up once.
+        if (i < depth) this.#confirmBelow(s, keys, depth, i);
+      }
       if (i < depth && s.live > 0) i = this.#run(s, keys, depth, n, nowMs);
       if (i > depth) out.set(worker, i);
     }
@@ -358,6 +365,20 @@ export class PredictedBlocks {
       }
     }
     return i;
+  }
+
+  /**
+   * Mark live entries dead as confirmed, from key `depth − 1` down to key `stop`, ending at
+   * the first key without one.
+   */
+  #confirmBelow(s: WorkerState, keys: BlockKeySeq, depth: number, stop: number): void {
+    for (let i = depth - 1; i >= stop && s.live > 0; i--) {
+      const e = s.entries.get(keys[2 * i]!, keys[2 * i + 1]!);
+      if (e === undefined || e.dead) return;
+      e.dead = true;
+      s.live--;
+      this.#confirmed++;
+    }
   }
 
   /** Mark the first `n` keys' live entries dead, as confirmed by the engine (counted). */
