@@ -63,6 +63,7 @@ export function parseFault(s: string, workers: number): ReplayFault | string {
 }
 
 export interface KvPredictStats {
+  /** Routes whose chosen worker had predicted blocks past what its index reported. */
   predictedRoutes: number;
   degradedRoutes: number;
   degradedEntries: number;
