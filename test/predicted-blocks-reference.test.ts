@@ -1,7 +1,8 @@
 /**
  * `PredictedBlocks` (a recency queue, entries updated in place, confirmed ones marked dead)
  * against the Map-based structure it replaced (`fixtures/predict/reference-predicted-blocks.ts`):
- * under any interleaving of records, matches, confirms, sweeps, mode switches, clears
+ * under any interleaving of records (from key 0 or past a reported depth), matches,
+ * lookups with the engine's reported depths (which confirm), sweeps, mode switches, clears
  * and removals — prompts sharing prefixes, a cap small enough to evict, enough records
  * to make the queue compact and grow — both answer every call the same and count the
  * same.
@@ -46,6 +47,7 @@ const step = fc.record({
   own: fc.integer({ min: 0, max: 30 }),
   seed: fc.integer({ min: 0, max: 5 }),
   count: fc.integer({ min: 0, max: 70 }),
+  from: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 40 })),
   capacity: fc.integer({ min: 0, max: 80 }),
 });
 
@@ -66,16 +68,19 @@ describe("PredictedBlocks against the structure it replaced", () => {
             const keys = keysOf(s.shared, s.own, s.seed);
             switch (s.op) {
               case "record":
-                p.record(w, keys, now);
-                ref.record(w, keys, now);
+                // Half the records start past a reported depth (`from`).
+                p.record(w, keys, now, s.from);
+                ref.record(w, keys, now, s.from);
                 break;
               case "match":
                 expect(p.match(keys, now)).toEqual(ref.match(keys, now));
                 break;
-              case "confirm":
-                p.confirm(w, keys, s.count);
-                ref.confirm(w, keys, s.count);
+              case "confirm": {
+                // A lookup with the engine's reports: `count` blocks on `w`, `from` elsewhere.
+                const depth = (x: typeof w) => (x === w ? s.count : s.from);
+                expect(p.matchBeyond(keys, now, depth)).toEqual(ref.matchBeyond(keys, now, depth));
                 break;
+              }
               case "expire":
                 p.expire(now);
                 ref.expire(now);
@@ -115,7 +120,8 @@ describe("PredictedBlocks against the structure it replaced", () => {
     const keys = keysOf(500, 50, 1);
     for (let t = 0; t < 2000; t++) {
       p.record(WORKERS[0]!, keys, t);
-      if (t % 2 === 0) p.confirm(WORKERS[0]!, keys, 500);
+      // Every other time, the engine has reported the first 500 blocks meanwhile.
+      if (t % 2 === 0) p.matchBeyond(keys, t, () => 500);
     }
     expect(p.size(WORKERS[0]!)).toBe(550);
     expect(p.match(keys, 2000).get(WORKERS[0]!)).toBe(550);

@@ -52,7 +52,8 @@ describe("PredictedBlocks", () => {
   it("drops confirmed blocks, a removed worker's blocks, and keeps to the cap (counted)", () => {
     const p = new PredictedBlocks({ ...opts, maxBlocksPerWorker: 10 });
     p.record(A, keysOf(6), 0);
-    p.confirm(A, keysOf(6), 4);
+    // A's engine reported the first 4: their predictions go, the 2 after them count on.
+    expect(p.matchBeyond(keysOf(6), 0, (w) => (w === A ? 4 : 0)).get(A)).toBe(6);
     expect(p.size(A)).toBe(2);
     expect(p.stats().confirmed).toBe(4);
     p.record(B, keysOf(8, 3), 0);
@@ -73,7 +74,8 @@ describe("PredictedBlocks", () => {
     expect(p.size(A)).toBe(6);
     p.record(A, keysOf(4, 2), 0);
     expect(p.match(keysOf(4, 2), 50_000).get(A)).toBe(4);
-    p.confirm(A, keysOf(4, 2), 4); // degraded: the approximate view stays whole
+    // Degraded: a report confirms nothing, the approximate view stays whole.
+    p.matchBeyond(keysOf(4, 2), 50_000, () => 4);
     expect(p.size(A)).toBe(6);
     p.setHealthy(A);
     expect(p.size(A)).toBe(0);
@@ -192,8 +194,10 @@ describe("PredictedBlocks", () => {
                 expect(now).toBeLessThan(exp!);
               }
             }
-          } else if (s.op === "confirm") p.confirm(s.worker, keys, s.blocks);
-          else if (s.op === "expire") p.expire(now);
+          } else if (s.op === "confirm") {
+            // The engine reported the prompt in full on the worker.
+            p.matchBeyond(keys, now, (w) => (w === s.worker ? s.blocks : 0));
+          } else if (s.op === "expire") p.expire(now);
           else if (s.op === "degrade") p.setDegraded(s.worker, 12);
           else p.setHealthy(s.worker);
           expect(p.size(A)).toBeLessThanOrEqual(12);
@@ -231,7 +235,7 @@ describe("PredictedBlocks memory", () => {
     for (let t = 1; t < ttl; t++) {
       const keys = keysOf(50, t + 1);
       p.record(A, keys, t);
-      p.confirm(A, keys, 50);
+      p.matchBeyond(keys, t, (w) => (w === A ? 50 : 0));
       const f = p.footprint(A);
       maxQueue = Math.max(maxQueue, f.queue);
       maxEntries = Math.max(maxEntries, f.entries);

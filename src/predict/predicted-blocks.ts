@@ -237,17 +237,6 @@ export class PredictedBlocks {
   }
 
   /**
-   * The engine confirmed the first `count` keys on `worker` (the index holds them):
-   * confirmed entries replace predicted ones, so the predictions go. Degraded workers keep
-   * theirs (their index may lose entries again; the approximate view stays whole).
-   */
-  confirm(worker: WorkerKey, keys: BlockKeySeq, count: number): void {
-    const s = this.#workers.get(worker);
-    if (s === undefined || s.degraded || s.live === 0) return;
-    this.#confirmLeading(s, keys, Math.min(count, keys.length >>> 1));
-  }
-
-  /**
    * Enter degraded mode for `worker`: entries recorded from now on live `degradedTtlMs`,
    * up to `capacityBlocks` of them (the engine cannot hold more).
    */
