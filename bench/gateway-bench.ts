@@ -21,8 +21,12 @@
  *    `--responders` low-CPU endpoints (`gateway-responder.ts`, one process, each
  *    publishing the KV events an engine would), with the CPU per chat of the gateway,
  *    the responders and this client over the loop (all share the 2 cores), and the
- *    gateway's main thread alone. `--rounds` rounds alternate the gateway as configured
- *    by default (tokenizing on a worker thread), tokenization alone on one thread, the
+ *    gateway's main thread alone. The loop's client sends on bare keep-alive sockets and
+ *    the responders answer on them (`raw-http.ts`; `--client undici` and
+ *    `--responder-http node` give the earlier harness), so that they take as little of
+ *    the shared cores as they can. `--rounds` rounds alternate the gateway as configured
+ *    by default (tokenizing on a worker thread), tokenization alone on one thread in a
+ *    fresh process (`tokenize-only.ts`, the loop's conversations, warmed as the gateway), the
  *    same chat loop (same chats, clients, duration and responders) through the bare floor
  *    proxy instead of the gateway (`dispatch`, round-robin over the responders: what any
  *    Node proxy reaches in this loop on these cores; `floor_rps`, `floor_over_tokenize_only`,
@@ -33,8 +37,9 @@
  * 4. Tokenization (`gateway-chat.ts`): the gateway tokenizes with the bundled Qwen3 files
  *    (`gateway.tokenizers`). In this process: p50/p99 of an 8k-token chat whose history
  *    was seen and whose last user turn is new, the cold p99 (a conversation never seen),
- *    and tokenization-only throughput on one thread (the gateway tokenizes on one worker
- *    thread: the same count). Through the gateway: the same chats
+ *    and tokenization-only throughput on one thread in this process
+ *    (`tokenize_only_rps_this_process`; `tokenize_only_rps` is part 3's fresh-process
+ *    figure, the one `gateway_rps` is held against). Through the gateway: the same chats
  *    in a closed loop (`gateway_rps`), and gateway CPU per request for 8k- and 100k-token
  *    chats continuing a seen conversation, and for 100k-token chats never seen (cold).
  *
@@ -72,6 +77,7 @@ import {
   tokenizeFigures,
   withNewTurn,
 } from "./gateway-chat.js";
+import { postHead, RawConnection } from "./raw-http.js";
 
 /** `GATEWAY_BENCH_ROUTER_NODE_OPTIONS`: Node options for the gateway processes alone. */
 const ROUTER_NODE_OPTIONS = process.env.GATEWAY_BENCH_ROUTER_NODE_OPTIONS;
@@ -100,7 +106,27 @@ const DURATION_S = arg("duration", 5);
 const WARM_LOOP_S = arg("warm-loop", 5);
 const PROMPT_TOKENS = arg("prompt-tokens", 8192);
 const RESPONDERS = arg("responders", 4);
+/**
+ * `--client raw` (default): the closed chat loops send on bare keep-alive sockets
+ * (`raw-http.ts`), the least CPU per chat for this process, which shares the 2 cores with
+ * the gateway; `--client undici`: undici's `request`, as before 2026-12-02.
+ */
+const CLIENT = (() => {
+  const i = process.argv.indexOf("--client");
+  const v = i > 0 ? process.argv[i + 1] : "raw";
+  if (v !== "raw" && v !== "undici") throw new Error("--client: raw or undici");
+  return v;
+})();
+/** `--responder-http raw|node`: how the stand-in engines serve HTTP (`gateway-responder.ts`). */
+const RESPONDER_HTTP = (() => {
+  const i = process.argv.indexOf("--responder-http");
+  const v = i > 0 ? process.argv[i + 1] : "raw";
+  if (v !== "raw" && v !== "node") throw new Error("--responder-http: raw or node");
+  return v;
+})();
 const MAX_TOKENS = 4;
+/** The closed loop's conversations are `history(HISTORY_FIRST_ID + i, PROMPT_TOKENS)`. */
+const HISTORY_FIRST_ID = 500 + PROMPT_TOKENS;
 /** Throughput rounds: each runs the gateway with its tokenizer on a worker thread, then on the event loop. */
 const ROUNDS = arg("rounds", 3);
 /** `--only throughput`: just the chat loops in front of the responders and tokenization alone. */
@@ -274,12 +300,30 @@ async function chatLoop(
 ): Promise<number> {
   const end = performance.now() + durationS * 1000;
   let done = 0;
+  const path = "/v1/chat/completions";
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async (_, c) => {
-      for (let i = c; performance.now() < end; i += CONCURRENCY) {
-        const payload = loopBodies.next(hs[i % hs.length]!);
-        await complete(bases[i % bases.length]!, payload, "/v1/chat/completions");
-        done++;
+      // `--client raw`: one bare keep-alive socket per client and base (`raw-http.ts`).
+      const conns = bases.map((b) => {
+        const u = new URL(b);
+        return { hostPort: u.host, conn: new RawConnection(u.hostname, Number(u.port)) };
+      });
+      try {
+        for (let i = c; performance.now() < end; i += CONCURRENCY) {
+          const h = hs[i % hs.length]!;
+          const k = i % bases.length;
+          if (CLIENT === "undici") await complete(bases[k]!, loopBodies.next(h), path);
+          else {
+            const { hostPort, conn } = conns[k]!;
+            const [head, rest] = loopBodies.nextParts(h);
+            const length = head.length + rest.length;
+            const a = await conn.send(postHead(hostPort, path, length), head, rest);
+            if (a.status !== 200) throw new Error(`${bases[k]}: HTTP ${a.status}`);
+          }
+          done++;
+        }
+      } finally {
+        for (const { conn } of conns) conn.close();
       }
     }),
   );
@@ -299,7 +343,7 @@ async function startResponders(hs: readonly ChatMessage[][]) {
     [
       ...process.execArgv,
       new URL("./gateway-responder.ts", import.meta.url).pathname,
-      ...["--workers", String(RESPONDERS), "--tokens", tokensFile],
+      ...["--workers", String(RESPONDERS), "--tokens", tokensFile, "--http", RESPONDER_HTTP],
     ],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
@@ -480,6 +524,30 @@ async function fastFleetThroughput(
 }
 
 /**
+ * Tokenization alone in a fresh process (`tokenize-only.ts`): the gateway loop's
+ * conversations (`history(HISTORY_FIRST_ID + i)`), warmed as each round's gateway is, then
+ * `DURATION_S` s on one thread; chats/s and CPU ms per chat.
+ */
+async function tokenizeOnly(histories: number): Promise<{ rps: number; cpu_ms: number }> {
+  const script = new URL("./tokenize-only.ts", import.meta.url).pathname;
+  const args = [
+    ...["--prompt-tokens", String(PROMPT_TOKENS), "--first-id", String(HISTORY_FIRST_ID)],
+    ...["--histories", String(histories), "--seconds", String(DURATION_S)],
+    ...["--warm", String(WARM_LOOP_S)],
+  ];
+  const proc = spawn(process.execPath, [...process.execArgv, script, ...args], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return new Promise((resolve, reject) => {
+    proc.once("error", reject);
+    proc.once("exit", (code) => {
+      if (code !== 0) reject(new Error(`tokenize-only exited (${code})`));
+    });
+    createInterface({ input: proc.stdout! }).once("line", (l) => resolve(JSON.parse(l)));
+  });
+}
+
+/**
  * Throughput, variants alternating in `ROUNDS` rounds on the same machine: the gateway as
  * configured by default (tokenizer on a worker thread), tokenization alone on one thread,
  * the bare floor proxy in the same chat loop (`floorThroughput`), and the gateway
@@ -492,13 +560,11 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
   const tok: number[] = [];
   const tokCpu: number[] = [];
   const floor: Awaited<ReturnType<typeof floorThroughput>>[] = [];
-  let figures: Awaited<ReturnType<typeof tokenizeFigures>> | null = null;
   for (let r = 0; r < ROUNDS; r++) {
     pool.push(await fastFleetThroughput(hs, {}, r === 0));
-    const t = await tokenizeFigures(PROMPT_TOKENS, DURATION_S);
-    figures ??= t;
-    tok.push(t.tokenize_only_rps);
-    tokCpu.push(t.tokenize_only_cpu_ms);
+    const t = await tokenizeOnly(hs.length);
+    tok.push(Math.round(t.rps));
+    tokCpu.push(r3(t.cpu_ms));
     floor.push(await floorThroughput(hs));
     loop.push(await fastFleetThroughput(hs, { tokenizerThreads: 0 }, false));
   }
@@ -511,7 +577,6 @@ async function throughputRounds(hs: readonly ChatMessage[][]) {
   const share = (rs: typeof pool) => rs.map((x) => r3(x.onEventLoopShare));
   const pick = (rs: typeof pool, k: Figure) => med(rs.map((x) => x[k]));
   return {
-    figures: figures!,
     rounds: {
       pool: pool.map((x) => Math.round(x.gatewayRps)),
       loop: loop.map((x) => Math.round(x.gatewayRps)),
@@ -609,9 +674,7 @@ function throughputFields(t: Throughput) {
 /** `--only throughput`: the chat loops in front of the responders, and tokenization alone. */
 async function throughputOnly(): Promise<void> {
   try {
-    const hs = Array.from({ length: 16 }, (_, i) =>
-      history(500 + i + PROMPT_TOKENS, PROMPT_TOKENS),
-    );
+    const hs = Array.from({ length: 16 }, (_, i) => history(HISTORY_FIRST_ID + i, PROMPT_TOKENS));
     const t = await throughputRounds(hs);
     const out = {
       bench: "gateway-throughput",
@@ -771,8 +834,9 @@ async function main(): Promise<void> {
       }),
     );
     const gatewaySimRps = chats / DURATION_S;
+    // Latencies of tokenization alone (this process), then the throughput rounds.
+    const tok = await tokenizeFigures(PROMPT_TOKENS, DURATION_S);
     const fast = await throughputRounds(hs8k);
-    const tok = fast.figures;
 
     const out = {
       bench: "gateway",
@@ -788,6 +852,9 @@ async function main(): Promise<void> {
       tokenize_cold_p99_ms: tok.tokenize_cold_p99_ms,
       render_p50_ms: tok.render_p50_ms,
       render_p99_ms: tok.render_p99_ms,
+      // Tokenization alone measured in this process (as `tokenize_only_rps` was before
+      // 2026-12-02): this process's state moves it by a quarter either way.
+      tokenize_only_rps_this_process: tok.tokenize_only_rps,
       ...throughputFields(fast),
       gateway_sim_chat_rps: Math.round(gatewaySimRps),
       gateway_ids_rps: Math.round(gatewayIdsRps),
@@ -813,7 +880,7 @@ async function main(): Promise<void> {
         `  gateway's own time (header)   ${out.gateway_own_p50_ms.toFixed(3).padStart(7)}  ${out.gateway_own_p99_ms.toFixed(3).padStart(7)}`,
         `gateway CPU per request, token ids: ${out.cpu_ms_per_request_8k_ids} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k_ids} ms (100k tokens); floor proxy ${out.floor_cpu_ms_per_request} ms`,
         `gateway CPU per chat continuing a seen conversation: ${out.cpu_ms_per_request_8k} ms (${PROMPT_TOKENS} tokens), ${out.cpu_ms_per_request_100k} ms (100k); never seen 100k: ${out.cpu_ms_per_request_100k_cold} ms`,
-        `tokenization alone (${out.chat_prompt_tokens}-token chat, new last turn): p50 ${out.tokenize_p50_ms} ms p99 ${out.tokenize_p99_ms} ms; cold p50 ${out.tokenize_cold_p50_ms} p99 ${out.tokenize_cold_p99_ms} ms; ${tok.tokenize_only_rps} req/s on one thread (load ${out.tokenizer_load_ms} ms); chat-template render alone p50 ${out.render_p50_ms} p99 ${out.render_p99_ms} ms`,
+        `tokenization alone (${out.chat_prompt_tokens}-token chat, new last turn): p50 ${out.tokenize_p50_ms} ms p99 ${out.tokenize_p99_ms} ms; cold p50 ${out.tokenize_cold_p50_ms} p99 ${out.tokenize_cold_p99_ms} ms; ${out.tokenize_only_rps} req/s on one thread in a fresh process (median of ${ROUNDS} rounds; ${tok.tokenize_only_rps}/s in this process; load ${out.tokenizer_load_ms} ms); chat-template render alone p50 ${out.render_p50_ms} p99 ${out.render_p99_ms} ms`,
         `closed loop, ${CONCURRENCY} clients, one simulated worker: ${out.gateway_sim_chat_rps} chats/s through the gateway (${out.gateway_ids_rps} req/s with token ids), ${out.direct_rps} req/s direct`,
         `closed loop, ${CONCURRENCY} clients, ${RESPONDERS} low-CPU responders: ${out.gateway_rps} chats/s through the gateway (${out.direct_responders_rps}/s direct to the responders); CPU per chat: gateway ${out.loop_gateway_cpu_ms_per_request} ms (main thread ${out.loop_gateway_main_thread_cpu_ms_per_request}), responders ${out.loop_responders_cpu_ms_per_request} ms, client ${out.loop_client_cpu_ms_per_request} ms; gateway ${out.gateway_over_tokenize_only} × tokenization-only (${out.tokenize_only_rps}/s, median of ${ROUNDS} rounds); tokenizing on the event loop: ${out.gateway_rps_event_loop_tokenizer} chats/s`,
         floorLine(out),

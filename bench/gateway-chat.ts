@@ -71,6 +71,14 @@ export class ChatBodies {
 
   /** The body of `h` plus a new user turn (never sent before). */
   next(h: readonly ChatMessage[]): Buffer {
+    return Buffer.concat(this.nextParts(h));
+  }
+
+  /**
+   * The same body in two parts, to be sent one after the other: the history's bytes (the
+   * same buffer for every turn of `h`) and the new turn with the rest of the body.
+   */
+  nextParts(h: readonly ChatMessage[]): [Buffer, Buffer] {
     const turn = withNewTurn(h).at(-1)!;
     let head = this.#heads.get(h);
     const first = head === undefined;
@@ -79,8 +87,9 @@ export class ChatBodies {
       head = Buffer.from(whole.slice(0, -2)); // without the closing `]}`
       this.#heads.set(h, head);
     }
-    const out = Buffer.concat([head, Buffer.from(`,${JSON.stringify(turn)}${this.#tail}`)]);
+    const rest = Buffer.from(`,${JSON.stringify(turn)}${this.#tail}`);
     if (first) {
+      const out = Buffer.concat([head, rest]);
       const expected = JSON.stringify({
         model: this.model,
         messages: [...h, turn],
@@ -90,7 +99,7 @@ export class ChatBodies {
       if (out.toString() !== expected)
         throw new Error("ChatBodies: bytes differ from JSON.stringify");
     }
-    return out;
+    return [head, rest];
   }
 }
 

@@ -15,9 +15,12 @@
  * and removes those of the request `--keep` requests earlier, as an engine evicts. So
  * the router ingests an engine's volume of events and finds real overlaps, while the
  * answer costs the responder almost nothing. Each endpoint also serves `/metrics`
- * (vLLM's gauges: running, waiting, KV usage, cache config) and `/v1/models`.
+ * (vLLM's gauges: running, waiting, KV usage, cache config) and `/v1/models`. HTTP is
+ * served on bare sockets (`raw-http.ts`, `--http raw`, the default) or by `node:http`
+ * (`--http node`, as before 2026-12-02): the same answers, framed the same way (chunked
+ * SSE, a `content-length` otherwise), for less of the cores the gateway is measured on.
  *
- *   node --import tsx bench/gateway-responder.ts --workers 4 --tokens FILE
+ *   node --import tsx bench/gateway-responder.ts --workers 4 --tokens FILE [--http raw|node]
  *
  * Prints one JSON line per endpoint (`{ id, url, events }`), then `{ ready: true }`.
  */
@@ -27,6 +30,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { EnginePublisher } from "../src/engine/publisher.js";
 import { encodeEventBatch, type WireEvent } from "../src/protocol/event-encoder.js";
+import { rawServer } from "./raw-http.js";
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -38,6 +42,9 @@ const BLOCK_SIZE = Number(arg("block-size", "16"));
 const NEW_BLOCKS = Number(arg("new-blocks", "14"));
 const KEEP = Number(arg("keep", "64"));
 const MODEL = arg("model", "sim-model");
+/** `--http raw` (default: `raw-http.ts`, the least CPU per answer) or `node` (`node:http`). */
+const HTTP = arg("http", "raw");
+if (HTTP !== "raw" && HTTP !== "node") throw new Error("--http: raw or node");
 const conversations = JSON.parse(readFileSync(arg("tokens", ""), "utf8")) as {
   key: string;
   ids: number[];
@@ -124,6 +131,28 @@ const STREAM = {
   completion: Array.from({ length: CHUNKS }, (_, i) => chunk(i, false)),
 };
 
+/** What an answer is written through: the raw server's reply, or `node:http`'s behind an adapter. */
+interface Reply {
+  send(status: number, contentType: string, body: string): void;
+  start(status: number, contentType: string): void;
+  write(data: string): void;
+  end(data?: string): void;
+}
+
+function nodeReply(res: ServerResponse): Reply {
+  return {
+    send(status, contentType, body) {
+      res.writeHead(status, { "content-type": contentType });
+      res.end(body);
+    },
+    start(status, contentType) {
+      res.writeHead(status, { "content-type": contentType });
+    },
+    write: (data) => void res.write(data),
+    end: (data) => void res.end(data),
+  };
+}
+
 async function endpoint(worker: number) {
   const publisher = await EnginePublisher.bind({
     endpoint: "tcp://127.0.0.1:*",
@@ -139,49 +168,55 @@ async function endpoint(worker: number) {
       `vllm:cache_config_info{block_size="${BLOCK_SIZE}",num_gpu_blocks="32768"} 1.0`,
       "",
     ].join("\n");
-  const answer = (req: IncomingMessage, res: ServerResponse, body: Buffer) => {
-    const chat = req.url === "/v1/chat/completions";
+  const handle = (method: string, url: string, body: Buffer, reply: Reply) => {
+    if (method === "GET") {
+      if (url === "/metrics") reply.send(200, "text/plain; version=0.0.4", metrics());
+      else if (url === "/v1/models") {
+        reply.send(
+          200,
+          "application/json",
+          JSON.stringify({ object: "list", data: [{ id: MODEL, object: "model" }] }),
+        );
+      } else reply.send(200, "text/plain", "");
+      return;
+    }
+    const chat = url === "/v1/chat/completions";
     running++;
     publisher.publishRaw(cache.events(chat ? conversationOf(body) : -1));
     // `"stream":true` as the gateway forwards the client's bytes; no JSON parse.
     if (!body.includes('"stream":true')) {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(`{"id":"r","object":"text_completion","model":"${MODEL}","choices":[]}`);
+      reply.send(
+        200,
+        "application/json",
+        `{"id":"r","object":"text_completion","model":"${MODEL}","choices":[]}`,
+      );
       running--;
       return;
     }
-    res.writeHead(200, { "content-type": "text/event-stream" });
+    reply.start(200, "text/event-stream");
     const parts = chat ? STREAM.chat : STREAM.completion;
     let i = 0;
     const step = () => {
       if (i < parts.length) {
-        res.write(parts[i++]!);
+        reply.write(parts[i++]!);
         setImmediate(step);
         return;
       }
-      res.end("data: [DONE]\n\n");
+      reply.end("data: [DONE]\n\n");
       running--;
     };
     step();
   };
-  const server = createServer((req, res) => {
-    if (req.method === "GET") {
-      if (req.url === "/metrics") {
-        res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
-        res.end(metrics());
-      } else if (req.url === "/v1/models") {
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ object: "list", data: [{ id: MODEL, object: "model" }] }));
-      } else {
-        res.writeHead(200);
-        res.end();
-      }
-      return;
-    }
-    const parts: Buffer[] = [];
-    req.on("data", (c: Buffer) => parts.push(c));
-    req.on("end", () => answer(req, res, Buffer.concat(parts)));
-  });
+  const server =
+    HTTP === "raw"
+      ? rawServer((req, reply) => handle(req.method, req.url, req.body, reply))
+      : createServer((req: IncomingMessage, res: ServerResponse) => {
+          const parts: Buffer[] = [];
+          req.on("data", (c: Buffer) => parts.push(c));
+          req.on("end", () =>
+            handle(req.method ?? "GET", req.url ?? "/", Buffer.concat(parts), nodeReply(res)),
+          );
+        });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const port = (server.address() as AddressInfo).port;
   return { id: `fast-${worker}`, url: `http://127.0.0.1:${port}`, events: publisher.endpoint };
