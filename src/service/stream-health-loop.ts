@@ -98,7 +98,8 @@ export class StreamHealthLoop {
       const wipes = s.resets.restart + (s.events["cleared/applied"] ?? 0);
       const before = this.#wipes.get(key);
       this.#wipes.set(key, wipes);
-      if (before !== undefined && wipes > before && !p.isDegraded(key)) p.clearWorker(key);
+      // Degraded or not: an empty engine cache holds nothing the router sent before.
+      if (before !== undefined && wipes > before) p.clearWorker(key);
       if (!o.fallback) continue;
       const v = this.#health.observe(observation(s), p.routed(key), nowMs);
       if (!v.changed) continue;
