@@ -92,14 +92,23 @@ export async function createService(
     nowMs,
     logger: logger.child({ component: "scraper" }),
   });
-  const fleet = new Fleet({ index, registry, loads, inFlight, pool, scrapes, nowMs });
+  const prediction = newPrediction(config, { pool, registry, loads, nowMs, logger });
+  const fleet = new Fleet({
+    index,
+    registry,
+    loads,
+    inFlight,
+    pool,
+    scrapes,
+    nowMs,
+    ...(prediction === null ? {} : { onRemoved: (key) => prediction.loop.forget(key) }),
+  });
   const httpEvents = new HttpEventStreams({
     index,
     log: logger.child({ component: "events" }),
     nowMs,
     owner: (id) => fleet.get(id),
   });
-  const prediction = newPrediction(config, { pool, registry, loads, nowMs, logger });
   const snapshots = await warmStart(config, index, pool, logger.child({ component: "snapshot" }));
   const router = new Router({
     ...(prediction === null ? {} : { predicted: prediction.predicted }),

@@ -117,11 +117,20 @@ export class StreamHealthLoop {
     }
     for (const key of p.workers()) {
       if (seen.has(key) || o.registry.get(key) !== undefined) continue;
-      p.removeWorker(key);
-      this.#health.forget(key);
-      this.#wipes.delete(key);
+      this.forget(key);
     }
     p.expire(nowMs);
+  }
+
+  /**
+   * `key` was removed from the fleet: its predictions, degraded state and stream history
+   * go now (the tick would only notice if it were still gone at the next tick; a worker
+   * added again under the same id is a new engine).
+   */
+  forget(key: WorkerKey): void {
+    this.#o.predicted.removeWorker(key);
+    this.#health.forget(key);
+    this.#wipes.delete(key);
   }
 
   #capacity(key: WorkerKey): number {
