@@ -91,6 +91,26 @@ function world(fullScoring: boolean, models: (string | null)[]) {
 /** The overlap the chosen worker was credited with, and the worker. */
 const credited = (d: { worker: WorkerKey; overlapBlocks: number }) => [d.worker, d.overlapBlocks];
 
+describe("predict-on-route after the engine evicts what it reported", () => {
+  for (const [path, full] of [
+    ["every candidate scored", true],
+    ["columns", false],
+  ] as const) {
+    it(`does not credit blocks stored and then removed before any lookup met them (${path})`, () => {
+      const w = world(full, [null, null, null, null]);
+      const [a, b, c, d] = w.keys as [WorkerKey, WorkerKey, WorkerKey, WorkerKey];
+      const first = w.route({ tokenIds: tokens(8), exclude: new Set([b, c, d]) }, 0);
+      expect(first.worker).toBe(a);
+      // a's engine stores the 8 blocks and evicts the last 4 within the TTL, with no request
+      // for the prefix routed in between.
+      w.store(a, 8);
+      w.evict(a, 4, 8);
+      const again = w.route({ tokenIds: tokens(8) }, 20);
+      expect(credited(again)).toEqual([a, 4]);
+    });
+  }
+});
+
 describe("predict-on-route confirms the same predictions on both scoring paths", () => {
   for (const [path, full] of [
     ["every candidate scored", true],

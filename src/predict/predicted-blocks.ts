@@ -190,6 +190,22 @@ export class PredictedBlocks {
   }
 
   /**
+   * `worker`'s engine removed the block with key (`hi`, `lo`) (unsigned words) from its
+   * GPU: a prediction of it counts as absent (until recorded again). Without this, a
+   * prediction the engine stored and then evicted before any lookup met it while reported
+   * would claim the evicted block for the rest of its TTL.
+   */
+  removed(worker: WorkerKey, hi: number, lo: number): void {
+    const s = this.#workers.get(worker);
+    if (s === undefined || s.live === 0) return;
+    const e = s.entries.get(hi, lo);
+    if (e === undefined || e.dead) return;
+    e.dead = true;
+    s.live--;
+    this.#confirmed++;
+  }
+
+  /**
    * Leading keys of `keys` each worker holds as predicted and unexpired at `nowMs`
    * (workers with none are absent). Expired entries met here are dropped.
    */
