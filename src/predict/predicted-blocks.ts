@@ -357,9 +357,16 @@ export class PredictedBlocks {
     return s;
   }
 
-  /** End of the run of live, unexpired keys from `from` (sweeps at an expired one). */
+  /**
+   * End of the run of live, unexpired keys from `from` (sweeps at an expired one). An entry
+   * due to expire further from `nowMs` than any TTL this worker records with was recorded
+   * at a later time than `nowMs`: the clock stepped back, and it does not count (else it
+   * would for the TTL plus the step).
+   */
   #run(s: WorkerState, keys: BlockKeySeq, from: number, n: number, nowMs: number): number {
     const m = s.entries;
+    const o = this.#o;
+    const latest = nowMs + (s.degraded ? Math.max(o.ttlMs, o.degradedTtlMs) : o.ttlMs);
     let i = from;
     for (; i < n; i++) {
       const e = m.get(keys[2 * i]!, keys[2 * i + 1]!);
@@ -368,6 +375,7 @@ export class PredictedBlocks {
         this.#sweep(s, nowMs);
         break;
       }
+      if (e.expiresAtMs > latest) break;
     }
     return i;
   }
