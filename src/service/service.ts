@@ -92,7 +92,9 @@ export async function createService(
     nowMs,
     logger: logger.child({ component: "scraper" }),
   });
-  const prediction = newPrediction(config, { pool, registry, loads, nowMs, logger });
+  // The streams pushed over HTTP are defined below; read them when the loop runs.
+  const streams = () => [...pool.states(), ...httpEvents.states()];
+  const prediction = newPrediction(config, { streams, registry, loads, nowMs, logger });
   const fleet = new Fleet({
     index,
     registry,
@@ -147,7 +149,7 @@ export async function createService(
     loads,
     inFlight,
     fleet,
-    streams: () => [...pool.states(), ...httpEvents.states()],
+    streams,
     httpEvents,
     catchingUp: () => pool.catchingUp(),
     ...(prediction === null ? {} : { degraded: () => prediction.loop.degraded() }),
