@@ -9,7 +9,9 @@
  * the hard cap (and the fallback when they would exclude everyone), prefixes held in
  * every tier and a shared store, predicted holders, queued prefill of the same and other
  * prefixes (the backlog weights), other replicas' load, models, excluded workers,
- * per-request weights, temperatures above 0, ties, and capacity unknown.
+ * per-request weights, temperatures above 0, ties, and capacity unknown; engines
+ * reporting what was routed to them and evicting part of it, and the worker just chosen
+ * excluded by the next request (a retry) and its index entries then cleared (a reset).
  *
  * Long file: one random world (its shape, builder, operations and how each is applied)
  * that is only meaningful whole.
@@ -22,7 +24,7 @@ import { InFlightTracker } from "./load/in-flight.js";
 import { LoadTracker } from "./load/load-tracker.js";
 import { WorkerRegistry } from "./load/worker-registry.js";
 import { PredictedBlocks } from "./predict/predicted-blocks.js";
-import { engineHashFromSafeInt } from "./protocol/engine-hash.js";
+import { type EngineBlockHash, engineHashFromSafeInt } from "./protocol/engine-hash.js";
 import { type WorkerKey, workerKey } from "./protocol/worker.js";
 import { RemoteLoadBook } from "./replicas/remote-load-book.js";
 import { Router } from "./router.js";
@@ -47,6 +49,8 @@ interface World {
   readonly keys: WorkerKey[];
   readonly book: RemoteLoadBook | null;
   readonly hold: (key: WorkerKey, family: number, blocks: number, medium: string) => void;
+  /** The engine evicts the last `blocks` blocks of its latest GPU store of `family`. */
+  readonly evict: (key: WorkerKey, family: number, blocks: number) => void;
 }
 
 interface Shape {
@@ -104,10 +108,13 @@ function world(s: Shape, fullScoring: boolean): World {
   const book = s.extra ? new RemoteLoadBook({ staleAfterMs: 60_000 }) : null;
   const keys: WorkerKey[] = [];
   let hash = 1;
+  const gpuStores = new Map<string, EngineBlockHash[]>();
   const hold = (key: WorkerKey, family: number, blocks: number, medium: string) => {
+    const blockHashes = Array.from({ length: blocks }, () => engineHashFromSafeInt(hash++));
+    if (medium === "GPU") gpuStores.set(`${key}/${family}`, blockHashes);
     index.applyEvent(key, {
       type: "stored",
-      blockHashes: Array.from({ length: blocks }, () => engineHashFromSafeInt(hash++)),
+      blockHashes,
       parentHash: null,
       tokenIds: prompt(family, blocks, 0),
       blockSize: BS,
@@ -191,11 +198,22 @@ function world(s: Shape, fullScoring: boolean): World {
     ...(predicted === undefined ? {} : { predicted }),
     ...(book === null ? {} : { extraLoad: book }),
   });
-  return { router, inFlight, loads, index, keys, book, hold };
+  const evict = (key: WorkerKey, family: number, blocks: number) => {
+    const held = gpuStores.get(`${key}/${family}`);
+    if (held === undefined || held.length === 0) return;
+    const gone = held.splice(Math.max(0, held.length - blocks));
+    index.applyEvent(key, { type: "removed", blockHashes: gone, medium: "GPU", tier: "gpu" });
+  };
+  return { router, inFlight, loads, index, keys, book, hold, evict };
 }
 
 /** The random operations both worlds are fed, from one generator. */
-function* operations(s: Shape, steps: number) {
+/** What the last route chose (set by the test loop; both worlds choose the same). */
+interface Feedback {
+  worker: number | null;
+}
+
+function* operations(s: Shape, steps: number, fb: Feedback = { worker: null }) {
   const g = seededRng(s.seed * 31 + 5);
   let now = 50;
   let id = 0;
@@ -204,7 +222,16 @@ function* operations(s: Shape, steps: number) {
   // The peers' requests moving on draw from their own stream: the worlds above stay as
   // they were.
   const g2 = seededRng(s.seed * 17 + 3);
+  // Engines evicting part of what they reported, from a stream of their own too.
+  const g3 = seededRng(s.seed * 13 + 7);
+  /** The worker the route being generated excludes as the gateway's retry would. */
+  let failed: number | null = null;
   for (let step = 0; step < steps; step++) {
+    if (g3() < 0.08) {
+      const worker = Math.floor(g3() * s.workers);
+      const family = Math.floor(g3() * FAMILIES);
+      yield { kind: "evict" as const, worker, family, blocks: 1 + Math.floor(g3() * 6), now };
+    }
     const x = g();
     if (x < 0.55) {
       const f = Math.floor(g() * FAMILIES);
@@ -217,6 +244,12 @@ function* operations(s: Shape, steps: number) {
         const ex = new Set<WorkerKey>();
         for (let k = 0; k < 1 + Math.floor(g() * 5); k++)
           ex.add(workerKey(`w${Math.floor(g() * s.workers)}`, 0));
+        // As the gateway's retry does: the worker just chosen (holding the prompt it was
+        // sent, predicted or reported) is excluded.
+        if (fb.worker !== null && g3() < 0.5) {
+          ex.add(workerKey(`w${fb.worker}`, 0));
+          failed = fb.worker;
+        }
         req.exclude = ex;
       }
       if (g() < 0.15) {
@@ -225,6 +258,16 @@ function* operations(s: Shape, steps: number) {
       }
       routed.push(req.requestId!);
       yield { kind: "route" as const, req, now };
+      // The excluded worker's stream may then reset (its index entries cleared).
+      if (failed !== null && g3() < 0.3) {
+        yield { kind: "clear" as const, worker: failed, now };
+      }
+      failed = null;
+      // Now and then the chosen worker's engine reports the prompt's full blocks.
+      if (fb.worker !== null && g3() < 0.4) {
+        const blocks = Math.floor(req.tokenIds.length / BS);
+        if (blocks > 0) yield { kind: "store" as const, worker: fb.worker, family: f, blocks, now };
+      }
     } else if (x < 0.7 && routed.length > 0) {
       const r = routed[Math.floor(g() * routed.length)]!;
       yield { kind: g() < 0.5 ? ("first" as const) : ("done" as const), id: r, now };
@@ -346,6 +389,9 @@ function apply(
       w.index.removeWorker(w.keys[op.worker]!);
       w.index.reclaim(1e9);
       return null;
+    case "evict":
+      w.evict(w.keys[op.worker]!, op.family, op.blocks);
+      return null;
     case "store":
       w.hold(w.keys[op.worker]!, op.family, op.blocks, "GPU");
       return null;
@@ -368,10 +414,12 @@ describe("column scoring decides exactly as full scoring", () => {
       const s = randomShape(seed);
       const fast = world(s, false);
       const full = world(s, true);
-      for (const op of operations(s, 160)) {
+      const fb: Feedback = { worker: null };
+      for (const op of operations(s, 160, fb)) {
         const a = apply(fast, op);
         const b = apply(full, op);
         if (a === null || b === null) continue;
+        fb.worker = a.ok ? fast.keys.indexOf(a.decision.worker) : null;
         routes++;
         expect(a, `seed ${seed}`).toEqual(b);
         if (a.ok) {

@@ -108,6 +108,8 @@ export class ColumnScorer {
   /** Position in the routable list → column (−1 = excluded). */
   #col = new Int32Array(0);
   readonly #load = emptyLoad();
+  /** Reported GPU depth of the lookup's holders without a column (this decision's). */
+  readonly #outside = new Map<WorkerKey, number>();
   /** Workers the trackers reported changed since the last decision (`watch`). */
   readonly #changed = new Set<WorkerKey>();
   #watching = false;
@@ -173,10 +175,17 @@ export class ColumnScorer {
     gpu.fill(0, 0, n);
     host.fill(0, 0, n);
     disk.fill(0, 0, n);
+    // Holders without a column (excluded, or not routable for this model): their reported
+    // depth still bounds what `matchBeyond` confirms there, as on the full path.
+    const outside = this.#outside;
+    outside.clear();
     if (q.matches !== null) {
       for (const m of q.matches) {
         const r = h.position.get(m.worker);
-        if (r === undefined || col[r]! < 0) continue;
+        if (r === undefined || col[r]! < 0) {
+          outside.set(m.worker, m.gpu);
+          continue;
+        }
         const j = col[r]!;
         gpu[j] = m.gpu;
         host[j] = m.host;
@@ -193,7 +202,10 @@ export class ColumnScorer {
       for (let k = 0; k < b.count; k++) {
         const x = first[at + k]!;
         const r = positionOfSlot(h, x >>> 4, slotKey);
-        if (r < 0 || col[r]! < 0) continue;
+        if (r < 0 || col[r]! < 0) {
+          outside.set(slotKey(x >>> 4), x & 1);
+          continue;
+        }
         const j = col[r]!;
         disk[j] = 1;
         host[j] = (x & 3) !== 0 ? 1 : 0;
@@ -201,7 +213,10 @@ export class ColumnScorer {
       }
       for (let k = 0; k < b.deepCount; k++) {
         const r = positionOfSlot(h, b.deepSlot[k]!, slotKey);
-        if (r < 0 || col[r]! < 0) continue;
+        if (r < 0 || col[r]! < 0) {
+          outside.set(slotKey(b.deepSlot[k]!), b.deepGpu[k]!);
+          continue;
+        }
         const j = col[r]!;
         disk[j] = b.deepDisk[k]!;
         host[j] = b.deepHost[k]!;
@@ -213,7 +228,7 @@ export class ColumnScorer {
     if (d.predicted !== undefined) {
       const predicted = d.predicted.matchBeyond(q.keys, q.nowMs, (key) => {
         const r = h.position.get(key);
-        return r === undefined || col[r]! < 0 ? 0 : gpu[col[r]!]!;
+        return r === undefined || col[r]! < 0 ? (outside.get(key) ?? 0) : gpu[col[r]!]!;
       });
       for (const [key, p] of predicted) {
         const r = h.position.get(key);

@@ -77,6 +77,13 @@ export class Router {
     this.#clock = deps.clock ?? noClock;
     this.#columns = new ColumnScorer(deps);
     this.#slots = slotMatcher(deps.index);
+    // An engine's eviction ends the prediction of the block, reported or not yet met.
+    const predicted = deps.predicted;
+    if (predicted !== undefined) {
+      (deps.index as PrefixIndex & Partial<GpuRemovals>).onGpuRemoved?.((w, hi, lo) =>
+        predicted.removed(w, hi, lo),
+      );
+    }
   }
 
   /**
@@ -435,6 +442,11 @@ export class Router {
       if (!this.#d.inFlight.has(id)) return id;
     }
   }
+}
+
+/** An index that reports the blocks engines evict from GPU (`RadixTreeIndex.onGpuRemoved`). */
+interface GpuRemovals {
+  onGpuRemoved(listener: ((worker: WorkerKey, hi: number, lo: number) => void) | null): void;
 }
 
 /** An index that answers lookups in reused typed arrays (`RadixTreeIndex.matchInto`). */

@@ -270,3 +270,33 @@ describe("POST /v1/workers/:id/events", () => {
     expect(z.body.error.message).toMatch(/tcp:\/\/127\.0\.0\.1:1/);
   });
 });
+
+describe("pushed streams and predict-on-route", () => {
+  it("an AllBlocksCleared pushed over HTTP drops the worker's predictions", async () => {
+    // Health loop every 25 ms (a quarter of recoverAfterMs); predictions live a minute.
+    const s = await start({
+      index: { blockSize: BS },
+      workers: workers(1),
+      server: { authToken: TOKEN },
+      predict: { ttlMs: 60_000, recoverAfterMs: 100 },
+    });
+    await s.app.listen({ host: "127.0.0.1", port: 0 });
+    const a = s.app.server.address();
+    if (a === null || typeof a === "string") throw new Error("not listening");
+    const svc = { s, base: `http://127.0.0.1:${a.port}` };
+    const predictedBlocks = async () => {
+      const text = await (await fetch(`${svc.base}/metrics`)).text();
+      return Number(/^kvrouter_predicted_blocks (\d+)$/m.exec(text)?.[1]);
+    };
+    const settle = () => new Promise((r) => setTimeout(r, 150));
+    await push(svc, "w0", { event_id: 0, events: [stored(B, 50)] });
+    await settle(); // the loop has seen the stream
+    const routed = await call(svc, "/v1/route", { token_ids: A, request_id: "r1" });
+    expect(routed.body.worker.key).toBe("w0#0");
+    expect(await predictedBlocks()).toBe(2);
+    await push(svc, "w0", { event_id: 1, events: [{ type: "AllBlocksCleared" }] });
+    const deadline = Date.now() + 2_000;
+    while ((await predictedBlocks()) !== 0 && Date.now() < deadline) await settle();
+    expect(await predictedBlocks()).toBe(0);
+  });
+});

@@ -205,6 +205,48 @@ describe("DELETE /v1/workers/:id", () => {
   });
 });
 
+describe("DELETE then POST /v1/workers: a worker added again", () => {
+  it("is not credited with the blocks predicted for its previous registration", async () => {
+    let now = 1_000;
+    const s = await start(
+      { workers: workers(2), server: { authToken: TOKEN } },
+      { nowMs: () => now },
+    );
+    const prompt = tokens(64);
+    const route = async (id: string) => {
+      const res = await s.app.inject({
+        method: "POST",
+        url: "/v1/route",
+        payload: { token_ids: prompt, request_id: id },
+      });
+      expect(res.statusCode).toBe(200);
+      return res.json();
+    };
+    const first = await route("r1");
+    const { id, key } = first.worker;
+    now += 10;
+    await s.app.inject({ method: "POST", url: "/v1/requests/r1/done", payload: {} });
+    const gone = await s.app.inject({ method: "DELETE", url: `/v1/workers/${id}`, headers: auth });
+    expect(gone.statusCode).toBe(200);
+    // A new engine (empty cache) registered under the same id, within the prediction's TTL.
+    const back = await s.app.inject({
+      method: "POST",
+      url: "/v1/workers",
+      headers: auth,
+      payload: { id, url: first.worker.url, metrics_url: null },
+    });
+    expect(back.statusCode).toBeLessThan(300);
+    now += 10;
+    const again = await route("r2");
+    const c = again.candidates.find((x: { worker: string }) => x.worker === key);
+    expect(c).toMatchObject({
+      predicted_blocks: 0,
+      reported_blocks: 0,
+      overlap_blocks: { gpu: 0 },
+    });
+  });
+});
+
 describe("PUT /v1/workers/:id/load", () => {
   it("records pushed load per rank", async () => {
     const s = await service({ workers: workers(1, { dpSize: 2 }) });

@@ -1,8 +1,9 @@
 /**
  * Run-time fleet membership: one place that keeps the worker registry, the event
- * subscribers, the load tracker, the scrapers, the in-flight records and the index in
- * step when a worker (all its data-parallel ranks) is added or removed, whether from
- * the config at start-up or from `POST/DELETE /v1/workers`.
+ * subscribers, the load tracker, the scrapers, the in-flight records, the index and
+ * (through `onRemoved`) the predictions in step when a worker (all its data-parallel
+ * ranks) is added or removed, whether from the config at start-up or from
+ * `POST/DELETE /v1/workers`.
  */
 
 import type { WorkerConfig } from "../config/types.js";
@@ -26,6 +27,8 @@ export interface FleetDeps {
   readonly pool: SubscriberPool;
   readonly scrapes: ScrapeControl;
   readonly nowMs: () => number;
+  /** Called for each rank removed (drops what predict-on-route holds for it). */
+  readonly onRemoved?: (key: WorkerKey) => void;
 }
 
 export class Fleet implements FleetControl {
@@ -148,6 +151,7 @@ export class Fleet implements FleetControl {
         d.loads.forget(key);
         d.inFlight.removeWorker(key);
         d.index.removeWorker(key);
+        d.onRemoved?.(key);
       }
       return true;
     } finally {

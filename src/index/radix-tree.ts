@@ -130,6 +130,8 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   readonly #caps = new Map<WorkerKey, number>();
   /** Bumped by every change: a capture taken in steps is whole only if it did not move. */
   #version = 0;
+  /** Told of each block a removed event takes out of a worker's GPU tier (`onGpuRemoved`). */
+  #gpuRemoved: ((worker: WorkerKey, hi: number, lo: number) => void) | null = null;
   #capEvictions = 0;
   #overflowResets = 0;
   #keys = new Uint32Array(256);
@@ -404,6 +406,15 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
   }
 
   /** Worker key of a slot in a `matchInto` answer (valid until the next event). */
+  /**
+   * Call `listener` with the worker and the router's block key (unsigned words) of each
+   * block an engine's removed event takes out of that worker's GPU tier (the router's
+   * predictions of it go: `PredictedBlocks.removed`). One listener; null removes it.
+   */
+  onGpuRemoved(listener: ((worker: WorkerKey, hi: number, lo: number) => void) | null): void {
+    this.#gpuRemoved = listener;
+  }
+
   slotKey(slot: number): WorkerKey {
     return this.#workers.keyOf(slot);
   }
@@ -627,6 +638,10 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
           continue;
         }
         if (this.#copies.size > 0 && this.#dropCopy(e, bit)) continue;
+        if (bit === GPU && this.#gpuRemoved !== null) {
+          const nodes = this.#nodes;
+          this.#gpuRemoved(this.slotKey(w), nodes.keyHi(node) >>> 0, nodes.keyLo(node) >>> 0);
+        }
         const left = mask & ~bit;
         this.#holdings.change(node, w, mask, left);
         if (left === 0) {

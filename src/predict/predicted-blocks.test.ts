@@ -209,6 +209,21 @@ describe("PredictedBlocks", () => {
   });
 });
 
+describe("PredictedBlocks when the clock steps back", () => {
+  it("never counts a prediction for longer than its TTL from now", () => {
+    const p = new PredictedBlocks(opts);
+    p.record(A, keysOf(8), 10_000);
+    // The wall clock steps back 5 s (an NTP correction): the prediction made at 10 s would
+    // otherwise count until the clock reads 12 s again, 7 s from now.
+    expect(p.match(keysOf(8), 5_000).size).toBe(0);
+    expect(p.matchBeyond(keysOf(8), 5_000, () => 0).size).toBe(0);
+    // Recorded again after the step: counted for its TTL as usual.
+    p.record(A, keysOf(8), 5_000);
+    expect(p.match(keysOf(8), 6_999)).toEqual(new Map([[A, 8]]));
+    expect(p.match(keysOf(8), 7_000).size).toBe(0);
+  });
+});
+
 describe("PredictedBlocks.clearWorker", () => {
   it("drops a cleared engine's predictions but keeps its route count", () => {
     const p = new PredictedBlocks(opts);

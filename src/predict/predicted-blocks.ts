@@ -190,6 +190,22 @@ export class PredictedBlocks {
   }
 
   /**
+   * `worker`'s engine removed the block with key (`hi`, `lo`) (unsigned words) from its
+   * GPU: a prediction of it counts as absent (until recorded again). Without this, a
+   * prediction the engine stored and then evicted before any lookup met it while reported
+   * would claim the evicted block for the rest of its TTL.
+   */
+  removed(worker: WorkerKey, hi: number, lo: number): void {
+    const s = this.#workers.get(worker);
+    if (s === undefined || s.live === 0) return;
+    const e = s.entries.get(hi, lo);
+    if (e === undefined || e.dead) return;
+    e.dead = true;
+    s.live--;
+    this.#confirmed++;
+  }
+
+  /**
    * Leading keys of `keys` each worker holds as predicted and unexpired at `nowMs`
    * (workers with none are absent). Expired entries met here are dropped.
    */
@@ -341,9 +357,16 @@ export class PredictedBlocks {
     return s;
   }
 
-  /** End of the run of live, unexpired keys from `from` (sweeps at an expired one). */
+  /**
+   * End of the run of live, unexpired keys from `from` (sweeps at an expired one). An entry
+   * due to expire further from `nowMs` than any TTL this worker records with was recorded
+   * at a later time than `nowMs`: the clock stepped back, and it does not count (else it
+   * would for the TTL plus the step).
+   */
   #run(s: WorkerState, keys: BlockKeySeq, from: number, n: number, nowMs: number): number {
     const m = s.entries;
+    const o = this.#o;
+    const latest = nowMs + (s.degraded ? Math.max(o.ttlMs, o.degradedTtlMs) : o.ttlMs);
     let i = from;
     for (; i < n; i++) {
       const e = m.get(keys[2 * i]!, keys[2 * i + 1]!);
@@ -352,6 +375,7 @@ export class PredictedBlocks {
         this.#sweep(s, nowMs);
         break;
       }
+      if (e.expiresAtMs > latest) break;
     }
     return i;
   }

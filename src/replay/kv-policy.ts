@@ -118,9 +118,7 @@ export class KvPolicy implements RoutingPolicy {
     const r = this.index.applyEvent(this.#keys[w]!, event);
     p?.counted(w, event, r.status);
     // The engine emptied its cache: what the router predicted there is gone too.
-    if (p !== null && event.type === "cleared" && !p.predicted.isDegraded(this.#keys[w]!)) {
-      p.predicted.clearWorker(this.#keys[w]!);
-    }
+    if (p !== null && event.type === "cleared") p.predicted.clearWorker(this.#keys[w]!);
     if (r.status !== "applied") {
       this.eventProblems.set(r.status, (this.eventProblems.get(r.status) ?? 0) + 1);
     }

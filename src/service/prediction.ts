@@ -5,7 +5,7 @@
  */
 
 import type { KvrouterConfig } from "../config/types.js";
-import type { SubscriberPool } from "../ingest/subscriber-pool.js";
+import type { StreamState } from "../ingest/stream-state.js";
 import type { LoadTracker } from "../load/load-tracker.js";
 import type { WorkerRegistry } from "../load/worker-registry.js";
 import { PredictedBlocks } from "../predict/predicted-blocks.js";
@@ -22,7 +22,8 @@ export interface Prediction {
 export function newPrediction(
   config: KvrouterConfig,
   d: {
-    pool: SubscriberPool;
+    /** Every KV event stream: ZeroMQ subscribers and streams pushed over HTTP. */
+    streams: () => readonly StreamState[];
     registry: WorkerRegistry;
     loads: LoadTracker;
     nowMs: () => number;
@@ -38,7 +39,7 @@ export function newPrediction(
   });
   const loop = new StreamHealthLoop({
     predicted,
-    streams: () => d.pool.states(),
+    streams: d.streams,
     registry: d.registry,
     loads: d.loads,
     nowMs: d.nowMs,
@@ -55,7 +56,7 @@ export function newPrediction(
     metrics: {
       stats: () => predicted.stats(),
       degraded: () => loop.degraded(),
-      workers: () => d.pool.states().map((s) => s.worker),
+      workers: () => d.streams().map((s) => s.worker),
       transitions: () => loop.transitions,
     },
   };

@@ -92,14 +92,25 @@ export async function createService(
     nowMs,
     logger: logger.child({ component: "scraper" }),
   });
-  const fleet = new Fleet({ index, registry, loads, inFlight, pool, scrapes, nowMs });
+  // The streams pushed over HTTP are defined below; read them when the loop runs.
+  const streams = () => [...pool.states(), ...httpEvents.states()];
+  const prediction = newPrediction(config, { streams, registry, loads, nowMs, logger });
+  const fleet = new Fleet({
+    index,
+    registry,
+    loads,
+    inFlight,
+    pool,
+    scrapes,
+    nowMs,
+    ...(prediction === null ? {} : { onRemoved: (key) => prediction.loop.forget(key) }),
+  });
   const httpEvents = new HttpEventStreams({
     index,
     log: logger.child({ component: "events" }),
     nowMs,
     owner: (id) => fleet.get(id),
   });
-  const prediction = newPrediction(config, { pool, registry, loads, nowMs, logger });
   const snapshots = await warmStart(config, index, pool, logger.child({ component: "snapshot" }));
   const router = new Router({
     ...(prediction === null ? {} : { predicted: prediction.predicted }),
@@ -138,7 +149,7 @@ export async function createService(
     loads,
     inFlight,
     fleet,
-    streams: () => [...pool.states(), ...httpEvents.states()],
+    streams,
     httpEvents,
     catchingUp: () => pool.catchingUp(),
     ...(prediction === null ? {} : { degraded: () => prediction.loop.degraded() }),

@@ -98,7 +98,8 @@ export class StreamHealthLoop {
       const wipes = s.resets.restart + (s.events["cleared/applied"] ?? 0);
       const before = this.#wipes.get(key);
       this.#wipes.set(key, wipes);
-      if (before !== undefined && wipes > before && !p.isDegraded(key)) p.clearWorker(key);
+      // Degraded or not: an empty engine cache holds nothing the router sent before.
+      if (before !== undefined && wipes > before) p.clearWorker(key);
       if (!o.fallback) continue;
       const v = this.#health.observe(observation(s), p.routed(key), nowMs);
       if (!v.changed) continue;
@@ -116,11 +117,20 @@ export class StreamHealthLoop {
     }
     for (const key of p.workers()) {
       if (seen.has(key) || o.registry.get(key) !== undefined) continue;
-      p.removeWorker(key);
-      this.#health.forget(key);
-      this.#wipes.delete(key);
+      this.forget(key);
     }
     p.expire(nowMs);
+  }
+
+  /**
+   * `key` was removed from the fleet: its predictions, degraded state and stream history
+   * go now (the tick would only notice if it were still gone at the next tick; a worker
+   * added again under the same id is a new engine).
+   */
+  forget(key: WorkerKey): void {
+    this.#o.predicted.removeWorker(key);
+    this.#health.forget(key);
+    this.#wipes.delete(key);
   }
 
   #capacity(key: WorkerKey): number {
