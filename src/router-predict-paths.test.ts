@@ -41,20 +41,23 @@ function world(fullScoring: boolean, models: (string | null)[]) {
         ...(model === null ? {} : { model }),
       }).key,
   );
-  const router = new Router({
-    index,
-    registry,
-    loads: new LoadTracker({ staleAfterMs: 1_000 }),
-    inFlight,
-    config: resolveSchedulerConfig({
-      weights: { queue: 0, pending: 0, decode: 0 },
-      outlierStdK: Infinity,
-    }),
-    rng: () => 0,
-    candidateBreakdownLimit: 1,
-    fullScoring,
-    predicted,
-  });
+  /** A router over this index with its own predictions (a second one shares the index). */
+  const newRouter = (p: PredictedBlocks) =>
+    new Router({
+      index,
+      registry,
+      loads: new LoadTracker({ staleAfterMs: 1_000 }),
+      inFlight,
+      config: resolveSchedulerConfig({
+        weights: { queue: 0, pending: 0, decode: 0 },
+        outlierStdK: Infinity,
+      }),
+      rng: () => 0,
+      candidateBreakdownLimit: 1,
+      fullScoring,
+      predicted: p,
+    });
+  const router = newRouter(predicted);
   /** The engine of `w` stores `blocks` blocks of `seed`'s prompt (hashes 100·seed + i). */
   const store = (w: WorkerKey, blocks: number, seed = 1) =>
     index.applyEvent(w, {
@@ -78,14 +81,24 @@ function world(fullScoring: boolean, models: (string | null)[]) {
       medium: "GPU",
       tier: "gpu",
     });
-  const route = (req: RouteRequest, now: number) => {
-    const r = router.route(req, now);
+  const route = (req: RouteRequest, now: number, by = router) => {
+    const r = by.route(req, now);
     if (!r.ok) throw new Error(r.error.message);
     // Done at once: no queued prefill weighs on the next decision.
     inFlight.done(r.decision.requestId, now);
     return r.decision;
   };
-  return { router, keys, store, evict, route, clear: (w: WorkerKey) => index.removeWorker(w) };
+  const twin = () =>
+    newRouter(new PredictedBlocks({ ttlMs: 2_000, maxBlocksPerWorker: 1_000, degradedTtlMs: 0 }));
+  return {
+    router,
+    twin,
+    keys,
+    store,
+    evict,
+    route,
+    clear: (w: WorkerKey) => index.removeWorker(w),
+  };
 }
 
 /** The overlap the chosen worker was credited with, and the worker. */
@@ -109,6 +122,21 @@ describe("predict-on-route after the engine evicts what it reported", () => {
       expect(credited(again)).toEqual([a, 4]);
     });
   }
+});
+
+describe("predict-on-route with two routers over one index", () => {
+  it("an eviction ends the predictions of both (each registered its own listener)", () => {
+    const w = world(true, [null, null, null, null]);
+    const second = w.twin();
+    const [a, b, c, d] = w.keys as [WorkerKey, WorkerKey, WorkerKey, WorkerKey];
+    const others = new Set([b, c, d]);
+    expect(w.route({ tokenIds: tokens(8), exclude: others }, 0).worker).toBe(a);
+    expect(w.route({ tokenIds: tokens(8), exclude: others }, 0, second).worker).toBe(a);
+    w.store(a, 8);
+    w.evict(a, 4, 8);
+    expect(credited(w.route({ tokenIds: tokens(8) }, 20))).toEqual([a, 4]);
+    expect(credited(w.route({ tokenIds: tokens(8) }, 20, second))).toEqual([a, 4]);
+  });
 });
 
 describe("predict-on-route confirms the same predictions on both scoring paths", () => {

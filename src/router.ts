@@ -446,7 +446,7 @@ export class Router {
 
 /** An index that reports the blocks engines evict from GPU (`RadixTreeIndex.onGpuRemoved`). */
 interface GpuRemovals {
-  onGpuRemoved(listener: ((worker: WorkerKey, hi: number, lo: number) => void) | null): void;
+  onGpuRemoved(listener: (worker: WorkerKey, hi: number, lo: number) => void): void;
 }
 
 /** An index that answers lookups in reused typed arrays (`RadixTreeIndex.matchInto`). */

@@ -405,16 +405,24 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     return out;
   }
 
-  /** Worker key of a slot in a `matchInto` answer (valid until the next event). */
   /**
    * Call `listener` with the worker and the router's block key (unsigned words) of each
    * block an engine's removed event takes out of that worker's GPU tier (the router's
-   * predictions of it go: `PredictedBlocks.removed`). One listener; null removes it.
+   * predictions of it go: `PredictedBlocks.removed`). Every listener added is called, in
+   * the order added: two routers over one index each drop their own predictions.
    */
-  onGpuRemoved(listener: ((worker: WorkerKey, hi: number, lo: number) => void) | null): void {
-    this.#gpuRemoved = listener;
+  onGpuRemoved(listener: (worker: WorkerKey, hi: number, lo: number) => void): void {
+    const before = this.#gpuRemoved;
+    this.#gpuRemoved =
+      before === null
+        ? listener
+        : (w, hi, lo) => {
+            before(w, hi, lo);
+            listener(w, hi, lo);
+          };
   }
 
+  /** Worker key of a slot in a `matchInto` answer (valid until the next event). */
   slotKey(slot: number): WorkerKey {
     return this.#workers.keyOf(slot);
   }
