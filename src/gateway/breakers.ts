@@ -85,14 +85,12 @@ export class WorkerBreakers {
     if (e !== undefined) return e;
     // An inconclusive trial (the client left) must not close the circuit, which cockatiel
     // does for any error it does not handle: during a trial it counts as a failure.
+    const breaker = new ConsecutiveBreaker(this.#opts.failures);
     const policy: CircuitBreakerPolicy = circuitBreaker(
       handleWhen(
         (err) => counts(err) || (inconclusive(err) && policy.state === CircuitState.HalfOpen),
       ),
-      {
-        halfOpenAfter: this.#opts.halfOpenAfterMs,
-        breaker: new ConsecutiveBreaker(this.#opts.failures),
-      },
+      { halfOpenAfter: this.#opts.halfOpenAfterMs, breaker },
     );
     const entry: Entry = {
       policy,
@@ -108,6 +106,12 @@ export class WorkerBreakers {
         // cockatiel measures half-open time with Date.now(); so does this.
         entry.openedAtMs = Date.now();
         entry.opens++;
+      }),
+      // cockatiel closes a circuit whose trial ended in an error it does not handle (a 429)
+      // without resetting the count: the next single failure would open it again.
+      policy.onReset(() => {
+        breaker.success();
+        entry.consecutiveFailures = 0;
       }),
       policy.onStateChange((s) => this.#opts.onChange?.(workerId, NAMES[s])),
     ];
