@@ -1,9 +1,11 @@
 /**
  * The per-worker circuit breaker where its trial meets other outcomes, over real HTTP on
- * loopback: a trial answered 429 (busy, not broken) must not make the circuit count
- * failures it did not see.
+ * loopback: a trial answered 429 (busy, not broken), and a client abort of a request
+ * sent while the circuit was still closed that lands while a trial runs. Neither may
+ * make the circuit count failures it did not see.
  */
 
+import { request as httpRequest, type ServerResponse } from "node:http";
 import { describe, expect, it } from "vitest";
 import type { SimWorkerHandle } from "../src/sim/sim-worker.js";
 import {
@@ -14,10 +16,12 @@ import {
   startGateway,
   startScripted,
   startSim,
+  until,
 } from "./gateway-harness.js";
 import { closersAfterEach } from "./http-harness.js";
 
 const BODY = { model: "sim-model", prompt: [11, 12, 13, 14, 15, 16, 17, 18], max_tokens: 2 };
+const OK_JSON = '{"id":"cmpl-a","object":"text_completion","choices":[]}';
 
 const cleanup = closersAfterEach();
 
@@ -92,6 +96,70 @@ describe("gateway: circuit breaker trial races", () => {
     mode = "503";
     expect((await post(gw.url)).res.status).toBe(200);
     expect(a.requests.length).toBe(4);
+    expect((await circuitOf(gw.url, "a")).state).toBe("closed");
+  });
+
+  it("a client abort of an older request during a trial neither reopens nor keeps it open", async () => {
+    let n = 0;
+    let oldGone = false;
+    let releaseTrial: () => void = () => {};
+    const trialHeld = new Promise<void>((r) => {
+      releaseTrial = r;
+    });
+    const a = await scripted((_r, res: ServerResponse) => {
+      n++;
+      if (n === 1) {
+        // The older request: no answer until its client leaves.
+        res.on("close", () => {
+          oldGone = true;
+        });
+        return;
+      }
+      if (n === 2) {
+        res.writeHead(503, { "content-type": "application/json" }).end('{"error":"down"}');
+        return;
+      }
+      void trialHeld.then(() => {
+        res.writeHead(200, { "content-type": "application/json" }).end(OK_JSON);
+      });
+    });
+    const b = await sim();
+    const gw = await gateway({
+      workers: [plainEntry("a", a.url), simEntry("b", b)],
+      gateway: { breakerFailures: 1, breakerHalfOpenAfterMs: 400, retryBackoffMs: 1 },
+    });
+    cleanup.push(async () => releaseTrial());
+    await pushLoad(gw.url, "b", 30);
+
+    // Sent while a's circuit is closed; a holds it.
+    const old = httpRequest(`${gw.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+    });
+    old.on("error", () => {});
+    old.end(JSON.stringify(BODY));
+    await until("a holds the older request", () => a.requests.length === 1);
+
+    // A 503 opens a's circuit (breakerFailures 1); the request is served by b.
+    expect((await post(gw.url)).res.status).toBe(200);
+    expect(a.requests.length).toBe(2);
+    expect((await circuitOf(gw.url, "a")).state).toBe("open");
+
+    await sleep(450);
+    const trial = post(gw.url);
+    await until("the trial reached a", () => a.requests.length === 3);
+    expect((await circuitOf(gw.url, "a")).state).toBe("half_open");
+
+    // The older request's client leaves while the trial runs: says nothing about a.
+    old.destroy();
+    await until("the older upstream request was cancelled", () => oldGone);
+    await sleep(50);
+    expect((await circuitOf(gw.url, "a")).state).toBe("half_open");
+
+    releaseTrial();
+    const t = await trial;
+    expect(t.res.status).toBe(200);
+    expect(t.res.headers.get("x-kvrouter-worker")).toBe("a#0");
     expect((await circuitOf(gw.url, "a")).state).toBe("closed");
   });
 });

@@ -75,6 +75,8 @@ const NAMES: Record<CircuitState, CircuitName> = {
 export class WorkerBreakers {
   readonly #opts: BreakerOptions;
   readonly #byId = new Map<string, Entry>();
+  /** Inconclusive errors (client gone) that ended a trial request. */
+  readonly #inconclusiveTrials = new WeakSet<object>();
 
   constructor(opts: BreakerOptions) {
     this.#opts = opts;
@@ -84,12 +86,11 @@ export class WorkerBreakers {
     let e = this.#byId.get(workerId);
     if (e !== undefined) return e;
     // An inconclusive trial (the client left) must not close the circuit, which cockatiel
-    // does for any error it does not handle: during a trial it counts as a failure.
+    // does for any error it does not handle: the trial's own (marked in `execute`) counts
+    // as a failure. Another request's, ending while a trial runs, counts for nothing.
     const breaker = new ConsecutiveBreaker(this.#opts.failures);
     const policy: CircuitBreakerPolicy = circuitBreaker(
-      handleWhen(
-        (err) => counts(err) || (inconclusive(err) && policy.state === CircuitState.HalfOpen),
-      ),
+      handleWhen((err) => counts(err) || this.#inconclusiveTrials.has(err as object)),
       { halfOpenAfter: this.#opts.halfOpenAfterMs, breaker },
     );
     const entry: Entry = {
@@ -151,8 +152,19 @@ export class WorkerBreakers {
    */
   async execute<T>(workerId: string, fn: () => Promise<T>): Promise<T> {
     const e = this.#entry(workerId);
+    // cockatiel calls the trial's `fn` while the circuit still reads open (it half-opens
+    // right after); any other call runs closed.
+    const run = async (): Promise<T> => {
+      const trial = e.policy.state === CircuitState.Open;
+      try {
+        return await fn();
+      } catch (err) {
+        if (trial && inconclusive(err)) this.#inconclusiveTrials.add(err as object);
+        throw err;
+      }
+    };
     try {
-      const v = await e.policy.execute(fn);
+      const v = await e.policy.execute(run);
       e.consecutiveFailures = 0;
       return v;
     } catch (err) {
