@@ -19,7 +19,7 @@
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
-import { ExponentialBackoff, handleWhen, type RetryPolicy, retry } from "cockatiel";
+import { ExponentialBackoff, handleWhen, type IBackoff, type RetryPolicy, retry } from "cockatiel";
 import type { Registry } from "prom-client";
 import type { GatewayConfig } from "../config/types.js";
 import type { InFlightTracker } from "../load/in-flight.js";
@@ -117,6 +117,7 @@ export class Gateway {
   readonly #prediction: PredictionCheck;
   readonly #models: ModelCatalog;
   readonly #retry: RetryPolicy;
+  readonly #backoff: ExponentialBackoff<unknown>;
   readonly #gates: WorkerGates;
   #relaying = 0;
 
@@ -152,16 +153,18 @@ export class Gateway {
     );
     this.#models = new ModelCatalog(this.upstream.agent);
     // Attempts after the first, with decorrelated jitter (cockatiel's default generator).
+    // The backoff is waited out in `#attempts`, where a client leaving cuts it short
+    // (cockatiel's own delay cannot be aborted).
     this.#retry = retry(
       handleWhen((e) => e instanceof UpstreamFailure),
       {
         maxAttempts: c.maxAttempts - 1,
-        backoff: new ExponentialBackoff({
-          initialDelay: c.retryBackoffMs,
-          maxDelay: Math.max(1, c.retryBackoffMs * 40),
-        }),
       },
     );
+    this.#backoff = new ExponentialBackoff({
+      initialDelay: c.retryBackoffMs,
+      maxDelay: Math.max(1, c.retryBackoffMs * 40),
+    });
   }
 
   /** Circuit of a worker (by id), for `/v1/workers`. */
@@ -324,7 +327,14 @@ export class Gateway {
     let lastFailure: UpstreamFailure | null = null;
     let attempt = 0;
     let attemptAt = performance.now();
+    let backoff: IBackoff<unknown> | null = null;
     const once = async (): Promise<Sent> => {
+      if (attempt > 0 && !call.signal.aborted) {
+        const next: IBackoff<unknown> =
+          backoff === null ? this.#backoff.next() : backoff.next(undefined);
+        backoff = next;
+        await abortableDelay(next.duration, call.signal);
+      }
       if (call.signal.aborted) throw new ClientGoneError("client gone");
       // Failed attempts and backoff are the workers' time, not the gateway's.
       if (attempt > 0) away.ms += performance.now() - attemptAt;
@@ -566,4 +576,17 @@ function reportedCachedTokens(d: RouteDecision): number {
   const i = d.candidates.findIndex((c) => c.worker === d.worker);
   const reported = i < 0 ? undefined : d.overlapSources?.[i]?.reportedBlocks;
   return reported === undefined ? d.cachedTokens : Math.min(d.cachedTokens, reported * d.blockSize);
+}
+
+/** Wait `ms`, or less if `signal` aborts first (the caller checks which). */
+function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
