@@ -14,7 +14,7 @@ export type AdmitOutcome =
   | { readonly ok: true; readonly waitedMs: number }
   | {
       readonly ok: false;
-      readonly reason: "full" | "timeout" | "aborted";
+      readonly reason: "full" | "timeout" | "aborted" | "closed";
       readonly waitedMs: number;
     };
 
@@ -37,6 +37,7 @@ export class AdmissionQueue {
   #queue: Waiter[] = [];
   #poll: NodeJS.Timeout | null = null;
   #scheduled = false;
+  #closed = false;
 
   constructor(opts: AdmissionOptions) {
     this.#opts = { pollMs: 25, nowMs: Date.now, ...opts };
@@ -50,6 +51,7 @@ export class AdmissionQueue {
   admit(busy: () => boolean, signal: AbortSignal): Promise<AdmitOutcome> {
     const now = this.#opts.nowMs;
     const t0 = now();
+    if (this.#closed) return Promise.resolve({ ok: false, reason: "closed", waitedMs: 0 });
     if (this.#queue.length === 0 && !busy()) return Promise.resolve({ ok: true, waitedMs: 0 });
     if (signal.aborted) return Promise.resolve({ ok: false, reason: "aborted", waitedMs: 0 });
     if (this.#queue.length >= this.#opts.maxSize) {
@@ -111,9 +113,13 @@ export class AdmissionQueue {
     this.#poll = null;
   }
 
-  /** Refuse everyone waiting (shutdown). */
+  /** Refuse everyone waiting, and whoever would wait from now on (shutdown). */
   close(): void {
-    for (const w of [...this.#queue]) w.settle({ ok: false, reason: "aborted", waitedMs: 0 });
+    this.#closed = true;
+    const now = this.#opts.nowMs();
+    for (const w of [...this.#queue]) {
+      w.settle({ ok: false, reason: "closed", waitedMs: now - w.enqueuedMs });
+    }
     this.#stopPoll();
   }
 }

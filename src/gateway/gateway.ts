@@ -245,7 +245,7 @@ export class Gateway {
       }
       if (err instanceof GatewayError) {
         outcome(
-          err.code === "rate_limited"
+          err.code === "rate_limited" || err.code === "shutting_down"
             ? "rejected"
             : err.code === "no_worker_available"
               ? "no_worker"
@@ -300,6 +300,12 @@ export class Gateway {
       return;
     }
     if (r.reason === "aborted") throw new ClientGoneError("client gone while queued");
+    if (r.reason === "closed") {
+      throw new GatewayError(
+        "shutting_down",
+        "the router is shutting down; retry on another instance",
+      );
+    }
     this.metrics.queueRejections.inc({ reason: r.reason });
     const retryAfterS = Math.max(1, Math.ceil(Math.min(c.queueTimeoutMs, 10_000) / 1000));
     throw new GatewayError(
@@ -562,6 +568,14 @@ export class Gateway {
         });
       },
     };
+  }
+
+  /**
+   * The shutdown drain has started: refuse what waits in the admission queue, and what
+   * would queue from now on (503 `shutting_down`), so no connection stays open on it.
+   */
+  drain(): void {
+    this.admission.close();
   }
 
   /** Refuse queued requests and close idle upstream connections. */
