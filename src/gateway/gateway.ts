@@ -346,7 +346,6 @@ export class Gateway {
       if (attempt > 0) away.ms += performance.now() - attemptAt;
       attemptAt = performance.now();
       attempt++;
-      if (attempt > 1) this.metrics.retries.inc();
       const nowMs = d.nowMs();
       // Workers this request already failed on are avoided while others remain; the
       // last one never gets it twice in a row.
@@ -382,6 +381,8 @@ export class Gateway {
         if (lastFailure !== null) throw this.#exhausted(lastFailure, attempt - 1);
         throw new GatewayError("no_worker_available", routed.error.message);
       }
+      // Counted once there is a worker to send it to.
+      if (attempt > 1) this.metrics.retries.inc();
       const decision = routed.decision;
       lastWorker = decision.workerId;
       tried.add(decision.workerId);
