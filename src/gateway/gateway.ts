@@ -286,15 +286,18 @@ export class Gateway {
     );
   }
 
-  /** Admitted without waiting: no busy threshold set, or nobody queued and a candidate free. */
+  /**
+   * Admitted without waiting: no busy threshold set, or nobody queued for the model and
+   * one of its candidates free.
+   */
   #admitNow(model: string | null): boolean {
     if (!this.#gates.enabled) return true;
-    return this.admission.depth === 0 && !this.#gates.allBusy(model);
+    return !this.admission.waiting(model) && !this.#gates.allBusy(model);
   }
 
   async #admit(model: string | null, signal: AbortSignal): Promise<void> {
     const c = this.#c;
-    const r = await this.admission.admit(() => this.#gates.allBusy(model), signal);
+    const r = await this.admission.admit(() => this.#gates.allBusy(model), signal, model);
     if (r.ok) {
       if (r.waitedMs > 0) this.metrics.queueWait.observe(r.waitedMs / 1000);
       return;
