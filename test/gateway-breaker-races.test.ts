@@ -163,3 +163,58 @@ describe("gateway: circuit breaker trial races", () => {
     expect((await circuitOf(gw.url, "a")).state).toBe("closed");
   });
 });
+
+describe("gateway: circuit breaker, an older request failing during the trial", () => {
+  it("the trial's success still closes the circuit", async () => {
+    let n = 0;
+    let answerOld: () => void = () => {};
+    let releaseTrial: () => void = () => {};
+    const trialHeld = new Promise<void>((r) => {
+      releaseTrial = r;
+    });
+    const a = await scripted((_r, res: ServerResponse) => {
+      n++;
+      if (n === 1) {
+        // The older request, sent while closed: its 503 comes during the trial.
+        answerOld = () =>
+          res.writeHead(503, { "content-type": "application/json" }).end('{"error":"old"}');
+        return;
+      }
+      if (n === 2) {
+        res.writeHead(503, { "content-type": "application/json" }).end('{"error":"down"}');
+        return;
+      }
+      void trialHeld.then(() => {
+        res.writeHead(200, { "content-type": "application/json" }).end(OK_JSON);
+      });
+    });
+    const b = await sim();
+    const gw = await gateway({
+      workers: [plainEntry("a", a.url), simEntry("b", b)],
+      gateway: { breakerFailures: 1, breakerHalfOpenAfterMs: 400, retryBackoffMs: 1 },
+    });
+    cleanup.push(async () => releaseTrial());
+    await pushLoad(gw.url, "b", 30);
+
+    const old = post(gw.url);
+    await until("a holds the older request", () => a.requests.length === 1);
+    expect((await post(gw.url)).res.status).toBe(200);
+    expect(a.requests.length).toBe(2);
+    expect((await circuitOf(gw.url, "a")).state).toBe("open");
+
+    await sleep(450);
+    const trial = post(gw.url);
+    await until("the trial reached a", () => a.requests.length === 3);
+    expect((await circuitOf(gw.url, "a")).state).toBe("half_open");
+
+    // The older request fails now (retried on b): the trial decides, not it.
+    answerOld();
+    expect((await old).res.status).toBe(200);
+    expect((await circuitOf(gw.url, "a")).state).toBe("half_open");
+
+    releaseTrial();
+    const t = await trial;
+    expect(t.res.headers.get("x-kvrouter-worker")).toBe("a#0");
+    expect((await circuitOf(gw.url, "a")).state).toBe("closed");
+  });
+});

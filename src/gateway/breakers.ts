@@ -77,6 +77,12 @@ export class WorkerBreakers {
   readonly #byId = new Map<string, Entry>();
   /** Inconclusive errors (client gone) that ended a trial request. */
   readonly #inconclusiveTrials = new WeakSet<object>();
+  /**
+   * Failures of requests sent while the circuit was closed that end after it opened:
+   * already accounted for (the circuit is open), and during a trial it is the trial's
+   * outcome that decides, not theirs.
+   */
+  readonly #stale = new WeakSet<object>();
 
   constructor(opts: BreakerOptions) {
     this.#opts = opts;
@@ -90,7 +96,11 @@ export class WorkerBreakers {
     // as a failure. Another request's, ending while a trial runs, counts for nothing.
     const breaker = new ConsecutiveBreaker(this.#opts.failures);
     const policy: CircuitBreakerPolicy = circuitBreaker(
-      handleWhen((err) => counts(err) || this.#inconclusiveTrials.has(err as object)),
+      handleWhen(
+        (err) =>
+          (counts(err) && !this.#stale.has(err as object)) ||
+          this.#inconclusiveTrials.has(err as object),
+      ),
       { halfOpenAfter: this.#opts.halfOpenAfterMs, breaker },
     );
     const entry: Entry = {
@@ -159,7 +169,11 @@ export class WorkerBreakers {
       try {
         return await fn();
       } catch (err) {
-        if (trial && inconclusive(err)) this.#inconclusiveTrials.add(err as object);
+        if (trial) {
+          if (inconclusive(err)) this.#inconclusiveTrials.add(err as object);
+        } else if (e.policy.state !== CircuitState.Closed && typeof err === "object" && err) {
+          this.#stale.add(err);
+        }
         throw err;
       }
     };
@@ -168,7 +182,7 @@ export class WorkerBreakers {
       e.consecutiveFailures = 0;
       return v;
     } catch (err) {
-      if (counts(err)) e.consecutiveFailures++;
+      if (counts(err) && !this.#stale.has(err as object)) e.consecutiveFailures++;
       throw err;
     }
   }
