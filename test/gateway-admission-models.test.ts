@@ -9,8 +9,10 @@ import {
   metricValue,
   plainEntry,
   type ScriptedWorker,
+  simEntry,
   startGateway,
   startScripted,
+  startSim,
   until,
 } from "./gateway-harness.js";
 import { closersAfterEach } from "./http-harness.js";
@@ -65,5 +67,31 @@ describe("gateway: admission per model", () => {
     expect(y.requests.length).toBe(1);
     expect((await queued).status).toBe(429);
     expect(x.requests.length).toBe(0);
+  });
+});
+
+describe("gateway: admission for a LoRA adapter", () => {
+  it("waits while every worker listing the adapter is busy, though another base worker is idle", async () => {
+    const a = await startSim(["--lora", "sql-lora"]);
+    cleanup.push(() => a.close());
+    const b = await startSim();
+    cleanup.push(() => b.close());
+    const gw = await startGateway({
+      workers: [simEntry("a", a), simEntry("b", b)],
+      gateway: { busyWaiting: 2, queueSize: 8, queueTimeoutMs: 1000 },
+    });
+    cleanup.push(() => gw.close());
+    const load = await fetch(`${gw.url}/v1/workers/a/load`, {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ running: 0, waiting: 5, kv_usage: 0 }),
+    });
+    expect(load.status).toBe(200);
+    // a, the one worker listing the adapter, is busy: the request waits, then is refused.
+    const lora = await post(gw.url, "sql-lora");
+    expect(lora.status, lora.text).toBe(429);
+    expect(a.engine.counters().finished).toBe(0);
+    // The base model has an idle worker (b): served at once.
+    expect((await post(gw.url, "sim-model")).status).toBe(200);
   });
 });

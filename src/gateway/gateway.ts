@@ -230,9 +230,9 @@ export class Gateway {
         away.ms += performance.now() - ta;
       }
       if (call.signal.aborted) throw new ClientGoneError("client gone");
-      if (!this.#admitNow(target.model)) {
+      if (!this.#admitNow(target)) {
         const qa = performance.now();
-        await this.#admit(target.model, call.signal);
+        await this.#admit(target, call.signal);
         away.ms += performance.now() - qa;
       }
       const sent = await this.#attempts(call, req, target, tokens, away);
@@ -290,14 +290,20 @@ export class Gateway {
    * Admitted without waiting: no busy threshold set, or nobody queued for the model and
    * one of its candidates free.
    */
-  #admitNow(model: string | null): boolean {
+  #admitNow(target: Target): boolean {
     if (!this.#gates.enabled) return true;
-    return !this.admission.waiting(model) && !this.#gates.allBusy(model);
+    return (
+      !this.admission.waiting(queueKey(target)) && !this.#gates.allBusy(target.model, target.urls)
+    );
   }
 
-  async #admit(model: string | null, signal: AbortSignal): Promise<void> {
+  async #admit(target: Target, signal: AbortSignal): Promise<void> {
     const c = this.#c;
-    const r = await this.admission.admit(() => this.#gates.allBusy(model), signal, model);
+    const r = await this.admission.admit(
+      () => this.#gates.allBusy(target.model, target.urls),
+      signal,
+      queueKey(target),
+    );
     if (r.ok) {
       if (r.waitedMs > 0) this.metrics.queueWait.observe(r.waitedMs / 1000);
       return;
@@ -587,6 +593,11 @@ export class Gateway {
     this.admission.close();
     if (this.#ownsUpstream) await this.upstream.close();
   }
+}
+
+/** A request's admission-queue key: its candidates (a model, or an adapter's workers). */
+function queueKey(t: Target): string | null {
+  return t.lora === null ? t.model : `${t.model ?? ""}\u0000${t.lora}`;
 }
 
 /** The chosen worker's overlap as its engine reported it (the index), in tokens. */
