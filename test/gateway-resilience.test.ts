@@ -151,7 +151,10 @@ describe("gateway: retries before the first byte", () => {
     const err = JSON.parse(r.text).error;
     expect(err.code).toBe("upstream_error");
     expect(err.message).toContain("HTTP 500 boom");
+    expect(err.message).toContain("after 1 attempt(s)");
     expect(failing.requests.length).toBe(1);
+    // No second attempt was sent: none is counted.
+    expect(metricValue(await metrics(gw.url), "kvrouter_gateway_retries_total")).toBe(0);
     expect(await inFlightTotal(gw.url)).toBe(0);
   });
 });

@@ -34,6 +34,25 @@ describe("AdmissionQueue", () => {
     expect(q.depth).toBe(0);
   });
 
+  it("FIFO per key: a key whose candidates are free is not held behind another's waiters", async () => {
+    let busyA = true;
+    const q = new AdmissionQueue({ maxSize: 4, timeoutMs: 10_000, pollMs: 1_000_000 });
+    const a = q.admit(() => busyA, never, "a");
+    expect(await q.admit(() => false, never, "b")).toEqual({ ok: true, waitedMs: 0 });
+    // b queued behind a busy b waiter is admitted past the a waiter once b frees.
+    let busyB = true;
+    const b = q.admit(() => busyB, never, "b");
+    expect(q.waiting("a") && q.waiting("b")).toBe(true);
+    busyB = false;
+    q.notify();
+    expect((await b).ok).toBe(true);
+    expect(q.depth).toBe(1);
+    busyA = false;
+    q.notify();
+    expect((await a).ok).toBe(true);
+    expect(q.waiting("a")).toBe(false);
+  });
+
   it("refuses after the deadline, and when the client goes away", async () => {
     const q = new AdmissionQueue({ maxSize: 5, timeoutMs: 30 });
     expect(await q.admit(() => true, never)).toMatchObject({ ok: false, reason: "timeout" });

@@ -5,16 +5,18 @@
  * scrape shows room; the queue also re-checks every `pollMs`). Past the bound or its
  * deadline it is refused (the gateway answers 429 with `Retry-After`).
  *
- * FIFO is strict: while anyone waits, a newcomer queues behind even if capacity freed,
- * and the queue admits one request per check, so each admitted request is routed (and
- * counted in flight) before the next busy check.
+ * FIFO is strict per key (the model: its own candidates decide whether it is busy):
+ * while anyone with the same key waits, a newcomer queues behind even if capacity freed;
+ * a request for another model, whose candidates are not all busy, does not wait. The
+ * queue admits one request per check, so each admitted request is routed (and counted
+ * in flight) before the next busy check.
  */
 
 export type AdmitOutcome =
   | { readonly ok: true; readonly waitedMs: number }
   | {
       readonly ok: false;
-      readonly reason: "full" | "timeout" | "aborted";
+      readonly reason: "full" | "timeout" | "aborted" | "closed";
       readonly waitedMs: number;
     };
 
@@ -27,6 +29,7 @@ export interface AdmissionOptions {
 }
 
 interface Waiter {
+  readonly key: string | null;
   readonly busy: () => boolean;
   readonly enqueuedMs: number;
   settle(outcome: AdmitOutcome): void;
@@ -37,6 +40,9 @@ export class AdmissionQueue {
   #queue: Waiter[] = [];
   #poll: NodeJS.Timeout | null = null;
   #scheduled = false;
+  #closed = false;
+  /** Waiters per key. */
+  readonly #perKey = new Map<string | null, number>();
 
   constructor(opts: AdmissionOptions) {
     this.#opts = { pollMs: 25, nowMs: Date.now, ...opts };
@@ -46,11 +52,24 @@ export class AdmissionQueue {
     return this.#queue.length;
   }
 
-  /** Resolve when the request may proceed (`busy()` false and nobody ahead), or is refused. */
-  admit(busy: () => boolean, signal: AbortSignal): Promise<AdmitOutcome> {
+  /** Whether anyone with `key` waits. */
+  waiting(key: string | null): boolean {
+    return this.#perKey.has(key);
+  }
+
+  /**
+   * Resolve when the request may proceed (`busy()` false and nobody with the same `key`
+   * ahead), or is refused.
+   */
+  admit(
+    busy: () => boolean,
+    signal: AbortSignal,
+    key: string | null = null,
+  ): Promise<AdmitOutcome> {
     const now = this.#opts.nowMs;
     const t0 = now();
-    if (this.#queue.length === 0 && !busy()) return Promise.resolve({ ok: true, waitedMs: 0 });
+    if (this.#closed) return Promise.resolve({ ok: false, reason: "closed", waitedMs: 0 });
+    if (!this.#perKey.has(key) && !busy()) return Promise.resolve({ ok: true, waitedMs: 0 });
     if (signal.aborted) return Promise.resolve({ ok: false, reason: "aborted", waitedMs: 0 });
     if (this.#queue.length >= this.#opts.maxSize) {
       return Promise.resolve({ ok: false, reason: "full", waitedMs: 0 });
@@ -58,6 +77,7 @@ export class AdmissionQueue {
     return new Promise((resolve) => {
       let settled = false;
       const waiter: Waiter = {
+        key,
         busy,
         enqueuedMs: t0,
         settle: (o) => {
@@ -66,7 +86,12 @@ export class AdmissionQueue {
           clearTimeout(deadline);
           signal.removeEventListener("abort", onAbort);
           const i = this.#queue.indexOf(waiter);
-          if (i >= 0) this.#queue.splice(i, 1);
+          if (i >= 0) {
+            this.#queue.splice(i, 1);
+            const n = this.#perKey.get(key)!;
+            if (n > 1) this.#perKey.set(key, n - 1);
+            else this.#perKey.delete(key);
+          }
           if (this.#queue.length === 0) this.#stopPoll();
           resolve(o);
         },
@@ -78,11 +103,12 @@ export class AdmissionQueue {
       const onAbort = () => waiter.settle({ ok: false, reason: "aborted", waitedMs: now() - t0 });
       signal.addEventListener("abort", onAbort, { once: true });
       this.#queue.push(waiter);
+      this.#perKey.set(key, (this.#perKey.get(key) ?? 0) + 1);
       this.#startPoll();
     });
   }
 
-  /** Capacity may have freed: admit the head if it is no longer busy. */
+  /** Capacity may have freed: admit the first key's head that is no longer busy. */
   notify(): void {
     if (this.#queue.length === 0 || this.#scheduled) return;
     this.#scheduled = true;
@@ -94,10 +120,19 @@ export class AdmissionQueue {
   }
 
   #pump(): void {
-    const head = this.#queue[0];
-    if (head === undefined || head.busy()) return;
-    head.settle({ ok: true, waitedMs: this.#opts.nowMs() - head.enqueuedMs });
-    this.notify();
+    // The head of each key in queue order (one key: the queue's head alone).
+    const seen = new Set<string | null>();
+    for (const w of this.#queue) {
+      if (seen.has(w.key)) continue;
+      seen.add(w.key);
+      if (w.busy()) {
+        if (seen.size === this.#perKey.size) return;
+        continue;
+      }
+      w.settle({ ok: true, waitedMs: this.#opts.nowMs() - w.enqueuedMs });
+      this.notify();
+      return;
+    }
   }
 
   #startPoll(): void {
@@ -111,9 +146,13 @@ export class AdmissionQueue {
     this.#poll = null;
   }
 
-  /** Refuse everyone waiting (shutdown). */
+  /** Refuse everyone waiting, and whoever would wait from now on (shutdown). */
   close(): void {
-    for (const w of [...this.#queue]) w.settle({ ok: false, reason: "aborted", waitedMs: 0 });
+    this.#closed = true;
+    const now = this.#opts.nowMs();
+    for (const w of [...this.#queue]) {
+      w.settle({ ok: false, reason: "closed", waitedMs: now - w.enqueuedMs });
+    }
     this.#stopPoll();
   }
 }

@@ -75,6 +75,14 @@ const NAMES: Record<CircuitState, CircuitName> = {
 export class WorkerBreakers {
   readonly #opts: BreakerOptions;
   readonly #byId = new Map<string, Entry>();
+  /** Inconclusive errors (client gone) that ended a trial request. */
+  readonly #inconclusiveTrials = new WeakSet<object>();
+  /**
+   * Failures of requests sent while the circuit was closed that end after it opened:
+   * already accounted for (the circuit is open), and during a trial it is the trial's
+   * outcome that decides, not theirs.
+   */
+  readonly #stale = new WeakSet<object>();
 
   constructor(opts: BreakerOptions) {
     this.#opts = opts;
@@ -84,15 +92,16 @@ export class WorkerBreakers {
     let e = this.#byId.get(workerId);
     if (e !== undefined) return e;
     // An inconclusive trial (the client left) must not close the circuit, which cockatiel
-    // does for any error it does not handle: during a trial it counts as a failure.
+    // does for any error it does not handle: the trial's own (marked in `execute`) counts
+    // as a failure. Another request's, ending while a trial runs, counts for nothing.
+    const breaker = new ConsecutiveBreaker(this.#opts.failures);
     const policy: CircuitBreakerPolicy = circuitBreaker(
       handleWhen(
-        (err) => counts(err) || (inconclusive(err) && policy.state === CircuitState.HalfOpen),
+        (err) =>
+          (counts(err) && !this.#stale.has(err as object)) ||
+          this.#inconclusiveTrials.has(err as object),
       ),
-      {
-        halfOpenAfter: this.#opts.halfOpenAfterMs,
-        breaker: new ConsecutiveBreaker(this.#opts.failures),
-      },
+      { halfOpenAfter: this.#opts.halfOpenAfterMs, breaker },
     );
     const entry: Entry = {
       policy,
@@ -108,6 +117,12 @@ export class WorkerBreakers {
         // cockatiel measures half-open time with Date.now(); so does this.
         entry.openedAtMs = Date.now();
         entry.opens++;
+      }),
+      // cockatiel closes a circuit whose trial ended in an error it does not handle (a 429)
+      // without resetting the count: the next single failure would open it again.
+      policy.onReset(() => {
+        breaker.success();
+        entry.consecutiveFailures = 0;
       }),
       policy.onStateChange((s) => this.#opts.onChange?.(workerId, NAMES[s])),
     ];
@@ -147,12 +162,27 @@ export class WorkerBreakers {
    */
   async execute<T>(workerId: string, fn: () => Promise<T>): Promise<T> {
     const e = this.#entry(workerId);
+    // cockatiel calls the trial's `fn` while the circuit still reads open (it half-opens
+    // right after); any other call runs closed.
+    const run = async (): Promise<T> => {
+      const trial = e.policy.state === CircuitState.Open;
+      try {
+        return await fn();
+      } catch (err) {
+        if (trial) {
+          if (inconclusive(err)) this.#inconclusiveTrials.add(err as object);
+        } else if (e.policy.state !== CircuitState.Closed && typeof err === "object" && err) {
+          this.#stale.add(err);
+        }
+        throw err;
+      }
+    };
     try {
-      const v = await e.policy.execute(fn);
+      const v = await e.policy.execute(run);
       e.consecutiveFailures = 0;
       return v;
     } catch (err) {
-      if (counts(err)) e.consecutiveFailures++;
+      if (counts(err) && !this.#stale.has(err as object)) e.consecutiveFailures++;
       throw err;
     }
   }

@@ -9,6 +9,7 @@ export type GatewayErrorCode =
   | "model_not_found"
   | "no_worker_available"
   | "rate_limited"
+  | "shutting_down"
   | "upstream_error"
   | "upstream_timeout";
 

@@ -19,7 +19,7 @@
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
-import { ExponentialBackoff, handleWhen, type RetryPolicy, retry } from "cockatiel";
+import { ExponentialBackoff, handleWhen, type IBackoff, type RetryPolicy, retry } from "cockatiel";
 import type { Registry } from "prom-client";
 import type { GatewayConfig } from "../config/types.js";
 import type { InFlightTracker } from "../load/in-flight.js";
@@ -117,6 +117,7 @@ export class Gateway {
   readonly #prediction: PredictionCheck;
   readonly #models: ModelCatalog;
   readonly #retry: RetryPolicy;
+  readonly #backoff: ExponentialBackoff<unknown>;
   readonly #gates: WorkerGates;
   #relaying = 0;
 
@@ -152,16 +153,18 @@ export class Gateway {
     );
     this.#models = new ModelCatalog(this.upstream.agent);
     // Attempts after the first, with decorrelated jitter (cockatiel's default generator).
+    // The backoff is waited out in `#attempts`, where a client leaving cuts it short
+    // (cockatiel's own delay cannot be aborted).
     this.#retry = retry(
       handleWhen((e) => e instanceof UpstreamFailure),
       {
         maxAttempts: c.maxAttempts - 1,
-        backoff: new ExponentialBackoff({
-          initialDelay: c.retryBackoffMs,
-          maxDelay: Math.max(1, c.retryBackoffMs * 40),
-        }),
       },
     );
+    this.#backoff = new ExponentialBackoff({
+      initialDelay: c.retryBackoffMs,
+      maxDelay: Math.max(1, c.retryBackoffMs * 40),
+    });
   }
 
   /** Circuit of a worker (by id), for `/v1/workers`. */
@@ -227,9 +230,9 @@ export class Gateway {
         away.ms += performance.now() - ta;
       }
       if (call.signal.aborted) throw new ClientGoneError("client gone");
-      if (!this.#admitNow(target.model)) {
+      if (!this.#admitNow(target)) {
         const qa = performance.now();
-        await this.#admit(target.model, call.signal);
+        await this.#admit(target, call.signal);
         away.ms += performance.now() - qa;
       }
       const sent = await this.#attempts(call, req, target, tokens, away);
@@ -242,7 +245,7 @@ export class Gateway {
       }
       if (err instanceof GatewayError) {
         outcome(
-          err.code === "rate_limited"
+          err.code === "rate_limited" || err.code === "shutting_down"
             ? "rejected"
             : err.code === "no_worker_available"
               ? "no_worker"
@@ -283,20 +286,35 @@ export class Gateway {
     );
   }
 
-  /** Admitted without waiting: no busy threshold set, or nobody queued and a candidate free. */
-  #admitNow(model: string | null): boolean {
+  /**
+   * Admitted without waiting: no busy threshold set, or nobody queued for the model and
+   * one of its candidates free.
+   */
+  #admitNow(target: Target): boolean {
     if (!this.#gates.enabled) return true;
-    return this.admission.depth === 0 && !this.#gates.allBusy(model);
+    return (
+      !this.admission.waiting(queueKey(target)) && !this.#gates.allBusy(target.model, target.urls)
+    );
   }
 
-  async #admit(model: string | null, signal: AbortSignal): Promise<void> {
+  async #admit(target: Target, signal: AbortSignal): Promise<void> {
     const c = this.#c;
-    const r = await this.admission.admit(() => this.#gates.allBusy(model), signal);
+    const r = await this.admission.admit(
+      () => this.#gates.allBusy(target.model, target.urls),
+      signal,
+      queueKey(target),
+    );
     if (r.ok) {
       if (r.waitedMs > 0) this.metrics.queueWait.observe(r.waitedMs / 1000);
       return;
     }
     if (r.reason === "aborted") throw new ClientGoneError("client gone while queued");
+    if (r.reason === "closed") {
+      throw new GatewayError(
+        "shutting_down",
+        "the router is shutting down; retry on another instance",
+      );
+    }
     this.metrics.queueRejections.inc({ reason: r.reason });
     const retryAfterS = Math.max(1, Math.ceil(Math.min(c.queueTimeoutMs, 10_000) / 1000));
     throw new GatewayError(
@@ -324,13 +342,19 @@ export class Gateway {
     let lastFailure: UpstreamFailure | null = null;
     let attempt = 0;
     let attemptAt = performance.now();
+    let backoff: IBackoff<unknown> | null = null;
     const once = async (): Promise<Sent> => {
+      if (attempt > 0 && !call.signal.aborted) {
+        const next: IBackoff<unknown> =
+          backoff === null ? this.#backoff.next() : backoff.next(undefined);
+        backoff = next;
+        await abortableDelay(next.duration, call.signal);
+      }
       if (call.signal.aborted) throw new ClientGoneError("client gone");
       // Failed attempts and backoff are the workers' time, not the gateway's.
       if (attempt > 0) away.ms += performance.now() - attemptAt;
       attemptAt = performance.now();
       attempt++;
-      if (attempt > 1) this.metrics.retries.inc();
       const nowMs = d.nowMs();
       // Workers this request already failed on are avoided while others remain; the
       // last one never gets it twice in a row.
@@ -366,6 +390,8 @@ export class Gateway {
         if (lastFailure !== null) throw this.#exhausted(lastFailure, attempt - 1);
         throw new GatewayError("no_worker_available", routed.error.message);
       }
+      // Counted once there is a worker to send it to.
+      if (attempt > 1) this.metrics.retries.inc();
       const decision = routed.decision;
       lastWorker = decision.workerId;
       tried.add(decision.workerId);
@@ -554,6 +580,14 @@ export class Gateway {
     };
   }
 
+  /**
+   * The shutdown drain has started: refuse what waits in the admission queue, and what
+   * would queue from now on (503 `shutting_down`), so no connection stays open on it.
+   */
+  drain(): void {
+    this.admission.close();
+  }
+
   /** Refuse queued requests and close idle upstream connections. */
   async close(): Promise<void> {
     this.admission.close();
@@ -561,9 +595,27 @@ export class Gateway {
   }
 }
 
+/** A request's admission-queue key: its candidates (a model, or an adapter's workers). */
+function queueKey(t: Target): string | null {
+  return t.lora === null ? t.model : `${t.model ?? ""}\u0000${t.lora}`;
+}
+
 /** The chosen worker's overlap as its engine reported it (the index), in tokens. */
 function reportedCachedTokens(d: RouteDecision): number {
   const i = d.candidates.findIndex((c) => c.worker === d.worker);
   const reported = i < 0 ? undefined : d.overlapSources?.[i]?.reportedBlocks;
   return reported === undefined ? d.cachedTokens : Math.min(d.cachedTokens, reported * d.blockSize);
+}
+
+/** Wait `ms`, or less if `signal` aborts first (the caller checks which). */
+function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }

@@ -119,10 +119,17 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
   #held: Buffer[] = [];
   #end: { error: Error | null } | null = null;
   #destroyed = false;
+  /**
+   * The idle timeout after the first chunk (undici's own `bodyTimeout` would also run
+   * between the head and the first chunk, cutting a prefill at `idleMs`). Armed while
+   * the body is read (not while paused, as undici's), refreshed by every chunk.
+   */
+  #idle: NodeJS.Timeout | null = null;
 
   constructor(
     readonly url: string,
     readonly firstByteMs: number,
+    readonly idleMs: number,
     readonly signal: AbortSignal,
     readonly resolve: (a: UpstreamAnswer) => void,
     readonly reject: (e: Error) => void,
@@ -164,6 +171,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
       this.#answer(chunk, false);
       return;
     }
+    this.#idle?.refresh();
     if (this.#sink !== null) this.#sink.data(chunk);
     else this.#held.push(chunk);
   }
@@ -185,6 +193,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
       this.#answer(null, true);
       return;
     }
+    this.#disarmIdle();
     if (this.#sink !== null) this.#sink.end();
     else this.#end = { error: null };
   }
@@ -194,6 +203,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
       this.#fail(this.#classify(err));
       return;
     }
+    this.#disarmIdle();
     if (this.#destroyed) return;
     if (this.#sink !== null) this.#sink.error(err);
     else this.#end = { error: err };
@@ -213,15 +223,33 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
 
   pause(): void {
     this.#controller?.pause();
+    this.#disarmIdle();
   }
 
   resume(): void {
     this.#controller?.resume();
+    if (this.#settled && !this.#destroyed && this.#end === null && this.#idle === null) {
+      this.#idle = setTimeout(this.#onIdle, this.idleMs);
+    }
+  }
+
+  readonly #onIdle = () => {
+    this.#idle = null;
+    const err = Object.assign(new Error(`${this.url}: no bytes for ${this.idleMs} ms`), {
+      code: "UND_ERR_BODY_TIMEOUT",
+    });
+    this.#controller?.abort(err);
+  };
+
+  #disarmIdle(): void {
+    if (this.#idle !== null) clearTimeout(this.#idle);
+    this.#idle = null;
   }
 
   destroy(): void {
     if (this.#destroyed) return;
     this.#destroyed = true;
+    this.#disarmIdle();
     this.#sink = null;
     this.#controller?.abort(new ClientGoneError("client gone"));
   }

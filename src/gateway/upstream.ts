@@ -63,7 +63,14 @@ export class UpstreamClient {
     if (signal.aborted) return Promise.reject(new ClientGoneError("client gone"));
     const { origin, path } = this.#target(url);
     return new Promise((resolve, reject) => {
-      const call = new UpstreamCall(url, timeouts.firstByteMs, signal, resolve, reject);
+      const call = new UpstreamCall(
+        url,
+        timeouts.firstByteMs,
+        timeouts.idleMs,
+        signal,
+        resolve,
+        reject,
+      );
       try {
         this.agent.dispatch(
           {
@@ -73,7 +80,9 @@ export class UpstreamClient {
             headers,
             body,
             headersTimeout: timeouts.firstByteMs,
-            bodyTimeout: timeouts.idleMs,
+            // Until the first chunk the call's first-byte timer applies, after it its own
+            // idle timer: undici's would run from the head on (0: off).
+            bodyTimeout: 0,
           },
           call,
         );

@@ -37,12 +37,15 @@ export class WorkerGates {
     return c.busyWaiting > 0 || c.busyKvUsage > 0 || c.busyPrefillTokens > 0;
   }
 
-  /** Whether every candidate for `model` that is not down is busy (and there is one). */
-  allBusy(model: string | null): boolean {
+  /**
+   * Whether every candidate for `model` (only those at `urls`, when given: a LoRA
+   * adapter's workers) that is not down is busy (and there is one).
+   */
+  allBusy(model: string | null, urls: ReadonlySet<string> | null = null): boolean {
     const nowMs = this.#d.nowMs();
     let any = false;
     for (const w of this.#d.registry.routable(model)) {
-      if (this.down(w, nowMs)) continue;
+      if ((urls !== null && !urls.has(w.url)) || this.down(w, nowMs)) continue;
       any = true;
       if (!this.busy(w, nowMs)) return false;
     }

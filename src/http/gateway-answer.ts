@@ -29,7 +29,11 @@ export function gatewayErrorAnswer(err: GatewayError): GatewayErrorAnswer {
   const status = ERROR_CODES[code].status;
   return {
     status,
-    headers: err.retryAfterS === null ? {} : { "retry-after": String(err.retryAfterS) },
+    headers: {
+      ...(err.retryAfterS === null ? {} : { "retry-after": String(err.retryAfterS) }),
+      // As the drain answers: the client reconnects elsewhere.
+      ...(code === "shutting_down" ? { connection: "close" } : {}),
+    },
     body: {
       error: {
         code,

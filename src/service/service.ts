@@ -183,6 +183,7 @@ export async function createService(
       // Requests on open connections get 503 + Connection: close for up to drainMs
       // (until none is left), then the server closes.
       drain.start();
+      gateway?.drain();
       await drainConnections(app, config.server.drainMs);
       await app.close();
       upkeep.stop();
