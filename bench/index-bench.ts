@@ -12,7 +12,8 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { computeBlockKeys } from "../src/index/block-key.js";
 import { RadixTreeIndex } from "../src/index/radix-tree.js";
-import { Workload, type WorkloadEvent } from "./index-workload.js";
+import { PredictedBlocks } from "../src/predict/predicted-blocks.js";
+import { Workload, type WorkloadEvent, workloadWorker } from "./index-workload.js";
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) {
@@ -57,6 +58,22 @@ const workload = new Workload({
 });
 const heapBefore = heapBytes(0);
 let index: RadixTreeIndex | null = new RadixTreeIndex({ blockSize: BLOCK_SIZE });
+// INDEX_BENCH_PREDICTED=1: the index tells predict-on-route of each GPU eviction, as a
+// service's router does (`Router` registers `PredictedBlocks.removed`); every worker
+// holds 2,000 live predictions, so each removal looks one up.
+const PREDICTED = process.env.INDEX_BENCH_PREDICTED === "1";
+if (PREDICTED) {
+  const predicted = new PredictedBlocks({
+    ttlMs: 1e12,
+    maxBlocksPerWorker: 200_000,
+    degradedTtlMs: 0,
+  });
+  for (let w = 0; w < WORKERS; w++) {
+    const ids = Array.from({ length: 2000 * BLOCK_SIZE }, (_, i) => 7_000_000 + w * 100_000 + i);
+    predicted.record(workloadWorker(w), computeBlockKeys(ids, BLOCK_SIZE, null), 0);
+  }
+  index.onGpuRemoved((w, hi, lo) => predicted.removed(w, hi, lo));
+}
 
 // Ingest.
 const batch: WorkloadEvent[] = [];
@@ -127,6 +144,7 @@ const indexBytes = heapWith - heapWithout;
 
 const ingestS = ingestNs / 1e9;
 const result = {
+  predicted: PREDICTED,
   distinct_blocks: stats.nodes,
   worker_blocks: stats.workerBlocks,
   events,

@@ -65,7 +65,7 @@ export class Workload {
     this.#o = options;
     this.#rand = rng(options.seed);
     this.#engines = Array.from({ length: options.workers }, (_, i) => ({
-      key: workerKey(`vllm-${String(i).padStart(2, "0")}`),
+      key: workloadWorker(i),
       salt: Math.imul(i + 1, 0x9e3779b1) >>> 0,
       system: new Map(),
       gpuLru: new Map(),
@@ -297,4 +297,9 @@ function mix(x: number): number {
   x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
   x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
   return (x ^ (x >>> 16)) >>> 0;
+}
+
+/** The key of the workload's worker `i`. */
+export function workloadWorker(i: number): WorkerKey {
+  return workerKey(`vllm-${String(i).padStart(2, "0")}`);
 }
