@@ -95,3 +95,66 @@ describe("gateway: admission for a LoRA adapter", () => {
     expect((await post(gw.url, "sim-model")).status).toBe(200);
   });
 });
+
+describe("gateway: admission across keys that share workers", () => {
+  it("a base-model request does not take the freed worker a queued adapter request waits for", async () => {
+    // a lists the adapter, b does not; both serve the base model.
+    const models = (adapter: boolean) =>
+      JSON.stringify({
+        object: "list",
+        data: [
+          { id: "sim-model", object: "model" },
+          ...(adapter ? [{ id: "sql-lora", object: "model", parent: "sim-model" }] : []),
+        ],
+      });
+    const worker =
+      (adapter: boolean) => (r: { url: string }, res: import("node:http").ServerResponse) => {
+        if (r.url.startsWith("/v1/models")) {
+          res.writeHead(200, { "content-type": "application/json" }).end(models(adapter));
+          return;
+        }
+        res.writeHead(200, { "content-type": "application/json" }).end("{}");
+      };
+    const a = await scripted(worker(true));
+    const b = await scripted(worker(false));
+    const gw = await startGateway({
+      workers: [plainEntry("a", a.url), plainEntry("b", b.url)],
+      gateway: { busyWaiting: 1, queueSize: 8, queueTimeoutMs: 5000 },
+    });
+    cleanup.push(() => gw.close());
+    const setWaiting = async (id: string, waiting: number) => {
+      const r = await fetch(`${gw.url}/v1/workers/${id}/load`, {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ running: 0, waiting, kv_usage: 0 }),
+      });
+      expect(r.status).toBe(200);
+    };
+    const completions = () => a.requests.filter((r) => r.method === "POST");
+    // The queue re-checks every 25 ms: a base request can land before that check in most
+    // rounds, not all, so a few rounds.
+    for (let round = 0; round < 4; round++) {
+      await setWaiting("a", 5);
+      await setWaiting("b", 5);
+      // Every worker busy: the adapter's request queues.
+      const lora = post(gw.url, "sql-lora");
+      await until(
+        "the adapter's request queued",
+        async () =>
+          metricValue(
+            await (await fetch(`${gw.url}/metrics`)).text(),
+            "kvrouter_gateway_queue_depth",
+          ) === 1,
+      );
+      const before = completions().length;
+      // a frees (the queue notices at its next check); a base-model request arrives at once.
+      await setWaiting("a", 0);
+      const base = post(gw.url, "sim-model");
+      expect((await lora).status).toBe(200);
+      // The adapter's request, first in line for a, went there first.
+      expect(JSON.parse(completions()[before]!.body).model, `round ${round}`).toBe("sql-lora");
+      await setWaiting("b", 0);
+      expect((await base).status).toBe(200);
+    }
+  });
+});

@@ -86,6 +86,95 @@ describe("gateway relay", () => {
     await until("no request in flight", async () => (await inFlightTotal(gw.url)) === 0);
   });
 
+  it("a client that stops reading for longer than idleTimeoutMs, the worker still sending: not cut", async () => {
+    // Each resume after a drain hands the relay what the worker's socket holds at once;
+    // when that fills the client's socket again, the call is paused inside the resume:
+    // no idle timer may run then (the worker is held back, not quiet).
+    const TOTAL = 16 * 1024 * 1024;
+    const event = Buffer.from(`data: ${"x".repeat(64 * 1024 - 8)}\n\n`);
+    let written = 0;
+    const w = await scripted((_r, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      const pump = () => {
+        while (written < TOTAL) {
+          written += event.length;
+          if (!res.write(event)) {
+            res.once("drain", pump);
+            return;
+          }
+        }
+        res.end("data: [DONE]\n\n");
+      };
+      pump();
+    });
+    const gw = await gateway({
+      workers: [plainEntry("w", w.url)],
+      gateway: { idleTimeoutMs: 300 },
+    });
+    const res = await openStream(gw.url);
+    expect(res.statusCode).toBe(200);
+    let got = 0;
+    let cut = false;
+    res.on("data", (c: Buffer) => {
+      got += c.length;
+    });
+    res.on("aborted", () => {
+      cut = true;
+    });
+    res.on("error", () => {
+      cut = true;
+    });
+    const ended = new Promise<void>((resolve) => res.once("close", () => resolve()));
+    // Read a few MB (drains and resumes on the way), then stop reading past idleTimeoutMs.
+    await until("part of the answer", () => got > 2 * 1024 * 1024);
+    res.pause();
+    await new Promise((r) => setTimeout(r, 1000));
+    res.resume();
+    await ended;
+    expect(cut).toBe(false);
+    expect(got).toBe(TOTAL + "data: [DONE]\n\n".length);
+    await until("no request in flight", async () => (await inFlightTotal(gw.url)) === 0);
+  });
+
+  it("a client that held the worker back, then reads on, a worker quiet after: cut", async () => {
+    const BURST = 8 * 1024 * 1024;
+    const event = Buffer.from(`data: ${"x".repeat(64 * 1024 - 8)}\n\n`);
+    let written = 0;
+    const w = await scripted((_r, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      const pump = () => {
+        while (written < BURST) {
+          written += event.length;
+          if (!res.write(event)) {
+            res.once("drain", pump);
+            return;
+          }
+        }
+        // …and nothing more, the connection left open.
+      };
+      pump();
+    });
+    const gw = await gateway({
+      workers: [plainEntry("w", w.url)],
+      gateway: { idleTimeoutMs: 300 },
+    });
+    const res = await openStream(gw.url);
+    expect(res.statusCode).toBe(200);
+    let got = 0;
+    res.on("data", (c: Buffer) => {
+      got += c.length;
+    });
+    res.on("error", () => {});
+    const closed = new Promise<void>((resolve) => res.once("close", () => resolve()));
+    res.pause();
+    await new Promise((r) => setTimeout(r, 1000));
+    res.resume();
+    await closed;
+    expect(got).toBe(BURST);
+    expect(res.complete).toBe(false);
+    await until("no request in flight", async () => (await inFlightTotal(gw.url)) === 0);
+  });
+
   it("a worker quiet past idleTimeoutMs after its first byte: the stream is cut", async () => {
     const w = await scripted((_r, res) => {
       res.writeHead(200, { "content-type": "text/event-stream" });

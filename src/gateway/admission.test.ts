@@ -53,6 +53,31 @@ describe("AdmissionQueue", () => {
     expect(q.waiting("a")).toBe(false);
   });
 
+  it("a newcomer of another key queues behind a waiter that could go now (shared workers)", async () => {
+    let busyLora = true;
+    const q = new AdmissionQueue({ maxSize: 4, timeoutMs: 10_000, pollMs: 1_000_000 });
+    const order: string[] = [];
+    const lora = q
+      .admit(() => busyLora, never, "m\u0000lora")
+      .then((r) => {
+        order.push("lora");
+        return r;
+      });
+    // The adapter's worker frees; before the queue checks, a base-model request arrives.
+    busyLora = false;
+    expect(q.mayPass("m")).toBe(false);
+    const base = q
+      .admit(() => false, never, "m")
+      .then((r) => {
+        order.push("base");
+        return r;
+      });
+    expect((await lora).ok).toBe(true);
+    expect((await base).ok).toBe(true);
+    expect(order).toEqual(["lora", "base"]);
+    expect(q.mayPass("m")).toBe(true);
+  });
+
   it("refuses after the deadline, and when the client goes away", async () => {
     const q = new AdmissionQueue({ maxSize: 5, timeoutMs: 30 });
     expect(await q.admit(() => true, never)).toMatchObject({ ok: false, reason: "timeout" });

@@ -5,11 +5,12 @@
  * scrape shows room; the queue also re-checks every `pollMs`). Past the bound or its
  * deadline it is refused (the gateway answers 429 with `Retry-After`).
  *
- * FIFO is strict per key (the model: its own candidates decide whether it is busy):
- * while anyone with the same key waits, a newcomer queues behind even if capacity freed;
- * a request for another model, whose candidates are not all busy, does not wait. The
- * queue admits one request per check, so each admitted request is routed (and counted
- * in flight) before the next busy check.
+ * FIFO is strict per key (the model, or a LoRA adapter: its own candidates decide whether
+ * it is busy): while anyone with the same key waits, a newcomer queues behind even if
+ * capacity freed; a request for another key, whose candidates are not all busy, does not
+ * wait — unless a waiter of another key could go now (keys share workers: the freed one
+ * is the waiter's). The queue admits one request per check, so each admitted request is
+ * routed (and counted in flight) before the next busy check.
  */
 
 export type AdmitOutcome =
@@ -58,6 +59,17 @@ export class AdmissionQueue {
   }
 
   /**
+   * Whether a newcomer with `key` may skip the queue (its own candidates not all busy):
+   * nobody with its key waits, and no waiter of another key could go now. Keys share
+   * workers (an adapter's are some of its base model's; a worker declared without a model
+   * serves every model): a freed worker a waiter can use is the waiter's, until the next
+   * check admits it.
+   */
+  mayPass(key: string | null): boolean {
+    return !this.#perKey.has(key) && !this.#headReady();
+  }
+
+  /**
    * Resolve when the request may proceed (`busy()` false and nobody with the same `key`
    * ahead), or is refused.
    */
@@ -69,7 +81,7 @@ export class AdmissionQueue {
     const now = this.#opts.nowMs;
     const t0 = now();
     if (this.#closed) return Promise.resolve({ ok: false, reason: "closed", waitedMs: 0 });
-    if (!this.#perKey.has(key) && !busy()) return Promise.resolve({ ok: true, waitedMs: 0 });
+    if (this.mayPass(key) && !busy()) return Promise.resolve({ ok: true, waitedMs: 0 });
     if (signal.aborted) return Promise.resolve({ ok: false, reason: "aborted", waitedMs: 0 });
     if (this.#queue.length >= this.#opts.maxSize) {
       return Promise.resolve({ ok: false, reason: "full", waitedMs: 0 });
@@ -105,6 +117,8 @@ export class AdmissionQueue {
       this.#queue.push(waiter);
       this.#perKey.set(key, (this.#perKey.get(key) ?? 0) + 1);
       this.#startPoll();
+      // A waiter ahead may go now (the newcomer queued behind it): check now, not at the poll.
+      this.notify();
     });
   }
 
@@ -133,6 +147,19 @@ export class AdmissionQueue {
       this.notify();
       return;
     }
+  }
+
+  /** Whether the head of some key's waiters is no longer busy (the pump would admit it). */
+  #headReady(): boolean {
+    if (this.#queue.length === 0) return false;
+    const seen = new Set<string | null>();
+    for (const w of this.#queue) {
+      if (seen.has(w.key)) continue;
+      seen.add(w.key);
+      if (!w.busy()) return true;
+      if (seen.size === this.#perKey.size) return false;
+    }
+    return false;
   }
 
   #startPoll(): void {

@@ -287,13 +287,13 @@ export class Gateway {
   }
 
   /**
-   * Admitted without waiting: no busy threshold set, or nobody queued for the model and
-   * one of its candidates free.
+   * Admitted without waiting: no busy threshold set, or nobody queued for the model, no
+   * waiter of another key able to go now, and one of its candidates free.
    */
   #admitNow(target: Target): boolean {
     if (!this.#gates.enabled) return true;
     return (
-      !this.admission.waiting(queueKey(target)) && !this.#gates.allBusy(target.model, target.urls)
+      this.admission.mayPass(queueKey(target)) && !this.#gates.allBusy(target.model, target.urls)
     );
   }
 

@@ -125,6 +125,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
    * the body is read (not while paused, as undici's), refreshed by every chunk.
    */
   #idle: NodeJS.Timeout | null = null;
+  /** The body ended or failed after the first chunk (no idle timer from then on). */
+  #ended = false;
 
   constructor(
     readonly url: string,
@@ -193,6 +195,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
       this.#answer(null, true);
       return;
     }
+    this.#ended = true;
     this.#disarmIdle();
     if (this.#sink !== null) this.#sink.end();
     else this.#end = { error: null };
@@ -203,6 +206,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
       this.#fail(this.#classify(err));
       return;
     }
+    this.#ended = true;
     this.#disarmIdle();
     if (this.#destroyed) return;
     if (this.#sink !== null) this.#sink.error(err);
@@ -227,10 +231,13 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamBody {
   }
 
   resume(): void {
-    this.#controller?.resume();
-    if (this.#settled && !this.#destroyed && this.#end === null && this.#idle === null) {
+    // Armed before undici resumes: its resume hands over what the socket holds at once,
+    // and a chunk that fills the client's socket again pauses (disarms) inside it, or the
+    // body ends (disarms) there.
+    if (this.#settled && !this.#destroyed && !this.#ended && this.#idle === null) {
       this.#idle = setTimeout(this.#onIdle, this.idleMs);
     }
+    this.#controller?.resume();
   }
 
   readonly #onIdle = () => {

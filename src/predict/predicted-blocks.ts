@@ -75,7 +75,10 @@ export interface PredictedStats {
   readonly blocks: number;
   /** Blocks dropped at a worker's cap before their TTL (oldest first). */
   readonly evicted: number;
-  /** Blocks dropped because the engine's events confirmed them (the index covers them). */
+  /**
+   * Blocks dropped because the engine's events confirmed them (the index covers them), or
+   * removed them from its GPU (`removed`).
+   */
   readonly confirmed: number;
   /** Blocks dropped because their TTL passed. */
   readonly expired: number;
