@@ -9,7 +9,9 @@ import { request as httpRequest, type ServerResponse } from "node:http";
 import { describe, expect, it } from "vitest";
 import type { SimWorkerHandle } from "../src/sim/sim-worker.js";
 import {
+  circuitOf,
   plainEntry,
+  pushLoad,
   type RunningGateway,
   type ScriptedWorker,
   simEntry,
@@ -48,22 +50,6 @@ async function post(url: string) {
     body: JSON.stringify(BODY),
   });
   return { res, text: await res.text() };
-}
-
-async function pushLoad(url: string, id: string, waiting: number) {
-  const res = await fetch(`${url}/v1/workers/${id}/load`, {
-    method: "PUT",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ running: 0, waiting, kv_usage: 0 }),
-  });
-  expect(res.status).toBe(200);
-}
-
-async function circuitOf(url: string, id: string) {
-  const body = (await (await fetch(`${url}/v1/workers`)).json()) as {
-    workers: { id: string; circuit: { state: string; consecutive_failures: number } }[];
-  };
-  return body.workers.find((w) => w.id === id)!.circuit;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

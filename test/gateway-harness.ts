@@ -167,3 +167,27 @@ export async function inFlightTotal(gatewayUrl: string): Promise<number> {
   for (const w of body.workers) for (const r of w.ranks) n += r.in_flight.requests;
   return n;
 }
+
+/**
+ * Make worker `id` look loaded (`waiting` requests queued) through
+ * `PUT /v1/workers/:id/load`, so an idle worker is preferred over it.
+ */
+export async function pushLoad(url: string, id: string, waiting: number): Promise<void> {
+  const res = await fetch(`${url}/v1/workers/${id}/load`, {
+    method: "PUT",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ running: 0, waiting, kv_usage: 0 }),
+  });
+  if (res.status !== 200) throw new Error(`PUT load of ${id}: HTTP ${res.status}`);
+}
+
+/** Worker `id`'s circuit breaker as `GET /v1/workers` shows it. */
+export async function circuitOf(
+  url: string,
+  id: string,
+): Promise<{ state: string; consecutive_failures: number }> {
+  const body = (await (await fetch(`${url}/v1/workers`)).json()) as {
+    workers: { id: string; circuit: { state: string; consecutive_failures: number } }[];
+  };
+  return body.workers.find((w) => w.id === id)!.circuit;
+}

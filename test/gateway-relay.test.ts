@@ -40,6 +40,33 @@ async function scripted(...args: Parameters<typeof startScripted>): Promise<Scri
   return w;
 }
 
+/** 64 KB SSE events, as many as fit in `total` bytes. */
+const EVENT = Buffer.from(`data: ${"x".repeat(64 * 1024 - 8)}\n\n`);
+
+/**
+ * A worker streaming `total` bytes of events as fast as the gateway takes them (waiting
+ * for `drain` when its socket is full), then `[DONE]` — or, with `end` false, nothing more
+ * with the connection left open. `written()`: bytes handed to its socket so far.
+ */
+async function pumpingWorker(total: number, end = true) {
+  let written = 0;
+  const w = await scripted((_r, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    const pump = () => {
+      while (written < total) {
+        written += EVENT.length;
+        if (!res.write(EVENT)) {
+          res.once("drain", pump);
+          return;
+        }
+      }
+      if (end) res.end("data: [DONE]\n\n");
+    };
+    pump();
+  });
+  return { w, written: () => written };
+}
+
 const metrics = async (url: string) => (await fetch(`${url}/metrics`)).text();
 
 /** POST the stream request (the test may stop reading its answer). */
@@ -48,32 +75,17 @@ const openStream = (url: string) => open(url, "/v1/completions", BODY);
 describe("gateway relay", () => {
   it("a client that stops reading stops the worker: nothing is buffered whole", async () => {
     const TOTAL = 64 * 1024 * 1024;
-    const event = Buffer.from(`data: ${"x".repeat(64 * 1024 - 8)}\n\n`);
-    let written = 0;
-    const w = await scripted((_r, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      const pump = () => {
-        while (written < TOTAL) {
-          written += event.length;
-          if (!res.write(event)) {
-            res.once("drain", pump);
-            return;
-          }
-        }
-        res.end("data: [DONE]\n\n");
-      };
-      pump();
-    });
+    const { w, written } = await pumpingWorker(TOTAL);
     const gw = await gateway({ workers: [plainEntry("w", w.url)] });
     const res = await openStream(gw.url);
     expect(res.statusCode).toBe(200);
     res.pause();
     // Socket buffers on three hops hold a few MB; the whole answer would be 64 MB.
-    await until("the worker to be held back", () => written > 0);
+    await until("the worker to be held back", () => written() > 0);
     await new Promise((r) => setTimeout(r, 500));
-    const heldAt = written;
+    const heldAt = written();
     await new Promise((r) => setTimeout(r, 300));
-    expect(written).toBe(heldAt);
+    expect(written()).toBe(heldAt);
     expect(heldAt).toBeLessThan(TOTAL / 4);
     // Reading again lets the rest through, every byte of it.
     let got = 0;
@@ -91,22 +103,7 @@ describe("gateway relay", () => {
     // when that fills the client's socket again, the call is paused inside the resume:
     // no idle timer may run then (the worker is held back, not quiet).
     const TOTAL = 16 * 1024 * 1024;
-    const event = Buffer.from(`data: ${"x".repeat(64 * 1024 - 8)}\n\n`);
-    let written = 0;
-    const w = await scripted((_r, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      const pump = () => {
-        while (written < TOTAL) {
-          written += event.length;
-          if (!res.write(event)) {
-            res.once("drain", pump);
-            return;
-          }
-        }
-        res.end("data: [DONE]\n\n");
-      };
-      pump();
-    });
+    const { w } = await pumpingWorker(TOTAL);
     const gw = await gateway({
       workers: [plainEntry("w", w.url)],
       gateway: { idleTimeoutMs: 300 },
@@ -138,22 +135,8 @@ describe("gateway relay", () => {
 
   it("a client that held the worker back, then reads on, a worker quiet after: cut", async () => {
     const BURST = 8 * 1024 * 1024;
-    const event = Buffer.from(`data: ${"x".repeat(64 * 1024 - 8)}\n\n`);
-    let written = 0;
-    const w = await scripted((_r, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      const pump = () => {
-        while (written < BURST) {
-          written += event.length;
-          if (!res.write(event)) {
-            res.once("drain", pump);
-            return;
-          }
-        }
-        // …and nothing more, the connection left open.
-      };
-      pump();
-    });
+    // …and nothing more after the burst, the connection left open.
+    const { w } = await pumpingWorker(BURST, false);
     const gw = await gateway({
       workers: [plainEntry("w", w.url)],
       gateway: { idleTimeoutMs: 300 },

@@ -10,9 +10,11 @@
 import { describe, expect, it } from "vitest";
 import type { SimWorkerHandle } from "../src/sim/sim-worker.js";
 import {
+  circuitOf,
   inFlightTotal,
   metricValue,
   plainEntry,
+  pushLoad,
   type RunningGateway,
   refusedPort,
   type ScriptedWorker,
@@ -57,26 +59,12 @@ async function post(url: string, body: unknown = BODY) {
   return { res, text: await res.text() };
 }
 
-/** Make `id` look loaded, so an idle worker is preferred over it. */
-async function pushLoad(url: string, id: string, waiting: number) {
-  const res = await fetch(`${url}/v1/workers/${id}/load`, {
-    method: "PUT",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ running: 0, waiting, kv_usage: 0 }),
-  });
-  expect(res.status).toBe(200);
-}
-
 async function metrics(url: string): Promise<string> {
   return (await fetch(`${url}/metrics`)).text();
 }
 
-async function circuitOf(url: string, id: string): Promise<string> {
-  const body = (await (await fetch(`${url}/v1/workers`)).json()) as {
-    workers: { id: string; circuit: { state: string } }[];
-  };
-  return body.workers.find((w) => w.id === id)!.circuit.state;
-}
+/** Worker `id`'s circuit state. */
+const stateOf = async (url: string, id: string) => (await circuitOf(url, id)).state;
 
 describe("gateway: retries before the first byte", () => {
   it("a worker refusing connections is retried on the next best", async () => {
@@ -196,7 +184,7 @@ describe("gateway: per-worker circuit breaker", () => {
       expect(r.res.status, r.text).toBe(200);
     }
     expect(await attemptsOnA()).toBe(2);
-    expect(await circuitOf(gw.url, "a")).toBe("open");
+    expect(await stateOf(gw.url, "a")).toBe("open");
     expect(
       metricValue(await metrics(gw.url), "kvrouter_gateway_circuit_state", { worker: "a" }),
     ).toBe(1);
@@ -208,7 +196,7 @@ describe("gateway: per-worker circuit breaker", () => {
     failing = false;
     await new Promise((r) => setTimeout(r, 1600));
     const trial = post(gw.url);
-    await until("half-open", async () => (await circuitOf(gw.url, "a")) === "half_open");
+    await until("half-open", async () => (await stateOf(gw.url, "a")) === "half_open");
     // While the trial runs, nobody else is routed to a.
     const during = await post(gw.url);
     expect(during.res.headers.get("x-kvrouter-worker")).toBe("b#0");
@@ -217,7 +205,7 @@ describe("gateway: per-worker circuit breaker", () => {
     expect(t.res.status).toBe(200);
     expect(t.text).toBe(OK_JSON);
     expect(t.res.headers.get("x-kvrouter-worker")).toBe("a#0");
-    expect(await circuitOf(gw.url, "a")).toBe("closed");
+    expect(await stateOf(gw.url, "a")).toBe("closed");
     expect((await post(gw.url)).res.headers.get("x-kvrouter-worker")).toBe("a#0");
     expect(await inFlightTotal(gw.url)).toBe(0);
   });
