@@ -153,13 +153,25 @@ describe("POST /v1/workers/:id/events", () => {
     expect((await stream(svc, "w0")).resets.restart).toBe(1);
   });
 
+  it("a restarted engine repeating its predecessor's batch 0 is a restart, not a retry", async () => {
+    // An engine whose first batch after a restart is the same as before (a deterministic
+    // warm-up request, deterministic block hashes): B came from the old process only.
+    const svc = await service();
+    await push(svc, "w0", { event_id: 0, events: [stored(A, 1)] });
+    await push(svc, "w0", { event_id: 1, events: [stored(B, 10)] });
+    const r = await push(svc, "w0", { event_id: 0, events: [stored(A, 1)] });
+    expect(r.body).toMatchObject({ outcome: "applied", reset: "restart", last_event_id: 0 });
+    expect(await held(svc, "w0", B)).toBe(0);
+    expect(await held(svc, "w0", A)).toBe(2);
+  });
+
   it("a batch sent again (a retry) is a duplicate: dropped, nothing cleared", async () => {
     const svc = await service();
     const first = { event_id: 0, events: [stored(A, 1)] };
     const second = { event_id: 1, events: [stored(B, 10)] };
     await push(svc, "w0", first);
     await push(svc, "w0", second);
-    for (const again of [second, first]) {
+    for (const again of [second, second]) {
       const r = await push(svc, "w0", again);
       expect(r.body).toMatchObject({ outcome: "duplicate", reset: null, last_event_id: 1 });
     }

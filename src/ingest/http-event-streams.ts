@@ -4,8 +4,10 @@
  * ZeroMQ stream without a replay endpoint, decided by the same pure `Sequencer`:
  * batches apply in `event_id` order; a skipped id cannot be replayed, so the worker is
  * cleared (`unfilled_gap`, counted) and the batch applied on top; a lower id is an
- * engine restart (cleared, `restart`); a batch sent again (a client retry: same id, same
- * events) is a duplicate, dropped. Each batch arrives already encoded as vLLM's bytes
+ * engine restart (cleared, `restart`); the last batch sent again (a client retry: same
+ * id, same events) is a duplicate, dropped. Only the last: an older id with the same
+ * events is as likely a restarted engine repeating its first batches (a deterministic
+ * warm-up), and taking it for a retry would keep the old process's later blocks. Each batch arrives already encoded as vLLM's bytes
  * (the route transcodes the JSON), so decoding and applying are the ZeroMQ path's own.
  *
  * A stream belongs to one registration of its worker: when the fleet's entry for the id
@@ -19,9 +21,6 @@ import { type ApplyTarget, applyBatch, problemLog } from "./batch-apply.js";
 import { createStreamDecoder, type StreamDecoder } from "./batch-decoder.js";
 import { Sequencer } from "./sequencer.js";
 import { type ResetReason, StreamCounters, type StreamState } from "./stream-state.js";
-
-/** Ids remembered per stream to tell a retried batch from a restart. */
-const RECENT = 64;
 
 /** What one pushed batch did. */
 export interface PushOutcome {
@@ -42,8 +41,8 @@ interface Stream {
   readonly counters: StreamCounters;
   readonly decoder: StreamDecoder;
   readonly target: ApplyTarget;
-  /** event id → digest of the batch's events, for the last `RECENT` ids applied. */
-  readonly recent: Map<bigint, string>;
+  /** Digest of the events of batch `sequencer.lastSeq` (a retry repeats it), or null. */
+  lastDigest: string | null;
 }
 
 export interface HttpEventStreamsDeps {
@@ -78,7 +77,7 @@ export class HttpEventStreams {
     c.connected = true;
     c.lastEventTimeMs = this.#d.nowMs();
     const last = s.sequencer.lastSeq;
-    if (last !== null && eventId <= last && s.recent.get(eventId) === digest) {
+    if (last !== null && eventId === last && s.lastDigest === digest) {
       c.duplicates++;
       return { worker: s.key, outcome: "duplicate", reset: null, gap: null, lastEventId: last };
     }
@@ -94,7 +93,6 @@ export class HttpEventStreams {
         case "reset":
           this.#d.index.removeWorker(s.key);
           s.decoder.reset();
-          s.recent.clear();
           c.resets[a.reason]++;
           reset ??= a.reason;
           this.#d.log[a.reason === "startup_hole" ? "info" : "warn"](
@@ -117,8 +115,7 @@ export class HttpEventStreams {
           throw new Error("http event stream asked for a replay");
       }
     }
-    s.recent.set(eventId, digest);
-    if (s.recent.size > RECENT) s.recent.delete(s.recent.keys().next().value!);
+    s.lastDigest = digest;
     return {
       worker: s.key,
       outcome: "applied",
@@ -170,7 +167,7 @@ export class HttpEventStreams {
       counters,
       decoder,
       target: { worker: key, dpRank, index: this.#d.index, decoder, counters, problem },
-      recent: new Map(),
+      lastDigest: null,
     };
     this.#streams.set(key, stream);
     return stream;
