@@ -134,32 +134,31 @@ export class AdmissionQueue {
   }
 
   #pump(): void {
-    // The head of each key in queue order (one key: the queue's head alone).
-    const seen = new Set<string | null>();
-    for (const w of this.#queue) {
-      if (seen.has(w.key)) continue;
-      seen.add(w.key);
-      if (w.busy()) {
-        if (seen.size === this.#perKey.size) return;
-        continue;
-      }
-      w.settle({ ok: true, waitedMs: this.#opts.nowMs() - w.enqueuedMs });
-      this.notify();
-      return;
-    }
+    const w = this.#firstReady();
+    if (w === undefined) return;
+    w.settle({ ok: true, waitedMs: this.#opts.nowMs() - w.enqueuedMs });
+    this.notify();
   }
 
   /** Whether the head of some key's waiters is no longer busy (the pump would admit it). */
   #headReady(): boolean {
-    if (this.#queue.length === 0) return false;
+    return this.#firstReady() !== undefined;
+  }
+
+  /**
+   * The first waiter, in queue order, that heads its key's waiters and is no longer busy
+   * (one key: the queue's head, if free).
+   */
+  #firstReady(): Waiter | undefined {
+    if (this.#queue.length === 0) return undefined;
     const seen = new Set<string | null>();
     for (const w of this.#queue) {
       if (seen.has(w.key)) continue;
       seen.add(w.key);
-      if (!w.busy()) return true;
-      if (seen.size === this.#perKey.size) return false;
+      if (!w.busy()) return w;
+      if (seen.size === this.#perKey.size) return undefined;
     }
-    return false;
+    return undefined;
   }
 
   #startPoll(): void {
