@@ -89,6 +89,13 @@ const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 };
+/** `--name V` for V one of `values` (the first when absent); anything else is refused. */
+function choice<const T extends readonly string[]>(name: string, values: T): T[number] {
+  const i = process.argv.indexOf(`--${name}`);
+  const v = i > 0 ? process.argv[i + 1] : values[0];
+  if (!values.includes(v as string)) throw new Error(`--${name}: ${values.join(" or ")}`);
+  return v as T[number];
+}
 const PAIRS = arg("pairs", 300);
 const CPU_REQUESTS = arg("cpu-requests", 300);
 const CPU_REQUESTS_100K = arg("cpu-requests-100k", 30);
@@ -111,19 +118,9 @@ const RESPONDERS = arg("responders", 4);
  * (`raw-http.ts`), the least CPU per chat for this process, which shares the 2 cores with
  * the gateway; `--client undici`: undici's `request`, as before 2026-12-02.
  */
-const CLIENT = (() => {
-  const i = process.argv.indexOf("--client");
-  const v = i > 0 ? process.argv[i + 1] : "raw";
-  if (v !== "raw" && v !== "undici") throw new Error("--client: raw or undici");
-  return v;
-})();
+const CLIENT = choice("client", ["raw", "undici"] as const);
 /** `--responder-http raw|node`: how the stand-in engines serve HTTP (`gateway-responder.ts`). */
-const RESPONDER_HTTP = (() => {
-  const i = process.argv.indexOf("--responder-http");
-  const v = i > 0 ? process.argv[i + 1] : "raw";
-  if (v !== "raw" && v !== "node") throw new Error("--responder-http: raw or node");
-  return v;
-})();
+const RESPONDER_HTTP = choice("responder-http", ["raw", "node"] as const);
 const MAX_TOKENS = 4;
 /** The closed loop's conversations are `history(HISTORY_FIRST_ID + i, PROMPT_TOKENS)`. */
 const HISTORY_FIRST_ID = 500 + PROMPT_TOKENS;
