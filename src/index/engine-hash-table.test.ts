@@ -100,12 +100,13 @@ function run(seed: number, steps: number): void {
     } else {
       // A worker removed: all its entries, found by scanning the records.
       const w = pick(WORKERS);
+      const records = table.copyRecords();
       for (let e = 0; e < table.top; e++) {
         const meta = table.meta(e);
         if (meta === FREE || meta >>> 4 !== w) continue;
         const k = keyOf(
           meta >>> 3,
-          table.copyRecords()[e * ENTRY_LAYOUT.stride + ENTRY_LAYOUT.hi]! | 0,
+          records[e * ENTRY_LAYOUT.stride + ENTRY_LAYOUT.hi]! | 0,
           table.lo(e),
         );
         drop(k);
