@@ -12,7 +12,7 @@ import { RedisLoadSync } from "../src/replicas/redis-load-sync.js";
 import { RemoteLoadBook } from "../src/replicas/remote-load-book.js";
 import type { SharedEntry } from "../src/replicas/wire.js";
 import { noopLogger } from "../src/util/log-sink.js";
-import { startTestService, type TestService, tokens, workers } from "./http-harness.js";
+import { listenJson, startTestService, type TestService, tokens, workers } from "./http-harness.js";
 import { freePort, RedisProcess, redisServerPath } from "./redis-helpers.js";
 
 const HAVE_REDIS = redisServerPath() !== null;
@@ -210,6 +210,49 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
       "a catches up",
       () => readyz(a),
       (s) => s.remoteRequests === 1,
+    );
+  });
+
+  it("a request the per-worker cap forgets stops counting at the peers too", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    // One worker, at most 2 records: the third route on A forgets A's first request.
+    const capped = (id: string) => ({
+      ...replicaConfig(redis.url, id),
+      workers: workers(1),
+      inFlight: { maxPerWorker: 2 },
+    });
+    const a = await startTestService(capped("a"));
+    cleanups.push(() => a.close());
+    const b = await startTestService(capped("b"));
+    cleanups.push(() => b.close());
+    const [httpA, httpB] = [await listenJson(a), await listenJson(b)];
+    const sync = async (h: typeof httpA) => {
+      const body = await h.get("/readyz");
+      return body.replicas ?? body.error?.details?.replicas;
+    };
+    await eventually(
+      "a and b to hear each other",
+      async () => [await sync(httpA), await sync(httpB)],
+      (v) => v.every((s) => s.state === "synced" && Object.keys(s.peers).length === 1),
+    );
+    for (const id of ["r1", "r2", "r3"]) {
+      const d = await httpA.post("/v1/route", { token_ids: tokens(64), request_id: id });
+      expect(d.worker.key).toBe("w0#0");
+    }
+    // A forgot r1: what it shares is what it counts.
+    expect((await sync(httpA)).localRequests).toBe(2);
+    await eventually(
+      "b to know what a counts",
+      () => sync(httpB),
+      (s) => s.remoteRequests === 2,
+    );
+    for (const id of ["r2", "r3"]) await httpA.post(`/v1/requests/${id}/done`, {});
+    // Every request A still counted has ended: nothing of A's may weigh on B's worker.
+    await eventually(
+      "b to forget a's requests",
+      () => sync(httpB),
+      (s) => s.remoteRequests === 0,
     );
   });
 
