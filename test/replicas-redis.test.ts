@@ -309,6 +309,55 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
     );
   });
 
+  it("a crashed replica's hash read by a peer starting later does not keep it alive longer", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const STALE = 800;
+    const x = directSync(
+      redis.url,
+      "x",
+      "late",
+      new RemoteLoadBook({ staleAfterMs: STALE }),
+      STALE,
+    );
+    x.start();
+    await eventually(
+      "x synced",
+      () => x.state,
+      (s) => s === "synced",
+    );
+    x.added(pendingEntry("r1"));
+    const raw = new Redis(redis.url);
+    cleanups.push(async () => raw.disconnect());
+    await eventually(
+      "r1 in x's hash",
+      () => raw.hexists("late:replica:x", "r1"),
+      (n) => n === 1,
+    );
+    await x.close(false); // a crash: x's hash stays until it expires
+    const crashedAt = Date.now();
+    await new Promise((r) => setTimeout(r, STALE / 2));
+    // y starts while x's hash is still there: it reads it whole.
+    const bookY = new RemoteLoadBook({ staleAfterMs: STALE });
+    const y = directSync(redis.url, "y", "late", bookY, STALE);
+    cleanups.push(() => y.close());
+    y.start();
+    const W = "w0#0" as never;
+    await eventually(
+      "y reads x's request",
+      () => bookY.totals(W).activeRequests,
+      (n) => n === 1,
+    );
+    await eventually(
+      "y drops x",
+      () => bookY.totals(W).activeRequests,
+      (n) => n === 0,
+    );
+    // Within staleAfterMs of x's last write (plus a sweep and some slack), as at every
+    // peer that heard x alive — not staleAfterMs after y happened to read its hash.
+    expect(Date.now() - crashedAt).toBeLessThan(STALE + 250);
+  });
+
   it("a request's prompt keys reach the peers while its prefill is pending, and only then", async () => {
     const redis = await RedisProcess.start();
     cleanups.push(() => redis.kill());

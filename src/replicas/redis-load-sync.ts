@@ -427,9 +427,21 @@ export class RedisLoadSync implements InFlightListener {
     if (this.#reloading.has(replica) || this.#cmd.status !== "ready") return;
     this.#reloading.set(replica, []);
     this.#c.peerReloads++;
+    const key = `${this.#o.keyPrefix}:replica:${replica}`;
+    // With the hash's time to live: every write of its owner sets it to staleAfterMs, so
+    // what is left of it dates the owner's last write without comparing clocks.
     this.#cmd
-      .hgetall(`${this.#o.keyPrefix}:replica:${replica}`)
-      .then((fields) => {
+      .multi()
+      .hgetall(key)
+      .pttl(key)
+      .exec()
+      .then((results) => {
+        const [read, ttl] = results ?? [];
+        if (read === undefined || read[0] !== null || ttl === undefined || ttl[0] !== null) {
+          return;
+        }
+        const fields = read[1] as Record<string, string>;
+        const leftMs = ttl[1] as number;
         const entries: SharedEntry[] = [];
         for (const text of Object.values(fields)) {
           const e = decodeEntry(text);
@@ -441,7 +453,10 @@ export class RedisLoadSync implements InFlightListener {
           if (!this.#o.book.has(replica)) return;
         }
         const now = this.#o.nowMs();
-        this.#o.book.replace(replica, entries, now);
+        // −1: no expiry (not written by a replica); −2: gone (then nothing to keep).
+        const writtenMs =
+          leftMs >= 0 ? now + leftMs - this.#o.staleAfterMs : leftMs === -1 ? now : -Infinity;
+        this.#o.book.replace(replica, entries, now, writtenMs);
         // The read may have run before writes whose messages we already applied.
         for (const op of this.#reloading.get(replica) ?? []) this.#apply(replica, op, now);
       })
