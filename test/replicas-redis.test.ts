@@ -10,7 +10,7 @@ import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { RedisLoadSync } from "../src/replicas/redis-load-sync.js";
 import { RemoteLoadBook } from "../src/replicas/remote-load-book.js";
-import type { SharedEntry } from "../src/replicas/wire.js";
+import { encodeEntry, type SharedEntry } from "../src/replicas/wire.js";
 import { noopLogger } from "../src/util/log-sink.js";
 import { listenJson, startTestService, type TestService, tokens, workers } from "./http-harness.js";
 import { freePort, RedisProcess, redisServerPath } from "./redis-helpers.js";
@@ -67,6 +67,7 @@ function directSync(
   book: RemoteLoadBook,
   staleAfterMs: number,
   shareKeys?: boolean,
+  commandTimeoutMs = 500,
 ): RedisLoadSync {
   return new RedisLoadSync({
     url,
@@ -74,7 +75,7 @@ function directSync(
     keyPrefix,
     heartbeatMs: 40,
     staleAfterMs,
-    commandTimeoutMs: 500,
+    commandTimeoutMs,
     maxPendingFlushes: 64,
     ...(shareKeys === undefined ? {} : { shareKeys }),
     book,
@@ -356,6 +357,48 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
     // Within staleAfterMs of x's last write (plus a sweep and some slack), as at every
     // peer that heard x alive — not staleAfterMs after y happened to read its hash.
     expect(Date.now() - crashedAt).toBeLessThan(STALE + 250);
+  });
+
+  it("a rewrite announced while a peer is still reading the old hash is read again", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const W = "w0#0" as never;
+    const raw = new Redis(redis.url);
+    cleanups.push(async () => raw.disconnect());
+    // What a crashed process of replica x left: a large hash (requests with prompt keys,
+    // ~11 MB, so that a read of it takes several event-loop turns to come in).
+    const keys = Uint32Array.from({ length: 2 * 4096 }, (_, i) => i * 7919);
+    const N = 250;
+    const fields: string[] = [];
+    for (let i = 0; i < N; i++)
+      fields.push(`old-${i}`, encodeEntry(pendingEntry(`old-${i}`, keys)));
+    for (let i = 0; i < fields.length; i += 100)
+      await raw.hset("rw:replica:x", ...fields.slice(i, i + 100));
+    await raw.pexpire("rw:replica:x", 5000);
+    await raw.zadd("rw:replicas", Date.now(), "x");
+    // y starts and reads x's hash; x restarts meanwhile: it rewrites its hash (empty,
+    // nothing in flight) and says so while y's read of the old one is still coming in.
+    const bookY = new RemoteLoadBook({ staleAfterMs: 5000 });
+    const y = directSync(redis.url, "y", "rw", bookY, 5000, true, 5000);
+    cleanups.push(() => y.close());
+    y.start();
+    // The moment y sends its read (polled every turn, not every 25 ms).
+    while (y.status().peerReloads === 0) await new Promise((r) => setImmediate(r));
+    const x = directSync(redis.url, "x", "rw", new RemoteLoadBook({ staleAfterMs: 5000 }), 5000);
+    cleanups.push(() => x.close());
+    x.start();
+    await eventually(
+      "x's rewrite in place",
+      () => raw.exists("rw:replica:x"),
+      (n) => n === 0,
+    );
+    // y is synced once no read is out (it was out since before x's rewrite). None of the
+    // old process's requests may stay on y: x is alive and has none.
+    await eventually(
+      "y synced, holding what x holds now",
+      () => [y.state, bookY.totals(W).activeRequests] as const,
+      ([state, n]) => state === "synced" && n === 0,
+    );
   });
 
   it("a request's prompt keys reach the peers while its prefill is pending, and only then", async () => {

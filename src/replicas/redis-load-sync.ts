@@ -106,8 +106,11 @@ export class RedisLoadSync implements InFlightListener {
   #failedSinceOk = false;
   #timer: NodeJS.Timeout | null = null;
   #closed = false;
-  /** Peers whose hash is being read → their operations heard meanwhile, re-applied after. */
-  readonly #reloading = new Map<string, SyncOp[]>();
+  /**
+   * Peers whose hash is being read → their operations heard meanwhile (re-applied after)
+   * and whether another read was asked for meanwhile (it may see writes this one did not).
+   */
+  readonly #reloading = new Map<string, { readonly ops: SyncOp[]; again: boolean }>();
   readonly #c = {
     publishedOps: 0,
     droppedOps: 0,
@@ -424,8 +427,14 @@ export class RedisLoadSync implements InFlightListener {
   }
 
   #reload(replica: string): void {
-    if (this.#reloading.has(replica) || this.#cmd.status !== "ready") return;
-    this.#reloading.set(replica, []);
+    const running = this.#reloading.get(replica);
+    if (running !== undefined) {
+      // A rewrite announced (or a gap seen) now may postdate the read out: read again after.
+      running.again = true;
+      return;
+    }
+    if (this.#cmd.status !== "ready") return;
+    this.#reloading.set(replica, { ops: [], again: false });
     this.#c.peerReloads++;
     const key = `${this.#o.keyPrefix}:replica:${replica}`;
     // With the hash's time to live: every write of its owner sets it to staleAfterMs, so
@@ -458,10 +467,14 @@ export class RedisLoadSync implements InFlightListener {
           leftMs >= 0 ? now + leftMs - this.#o.staleAfterMs : leftMs === -1 ? now : -Infinity;
         this.#o.book.replace(replica, entries, now, writtenMs);
         // The read may have run before writes whose messages we already applied.
-        for (const op of this.#reloading.get(replica) ?? []) this.#apply(replica, op, now);
+        for (const op of this.#reloading.get(replica)?.ops ?? []) this.#apply(replica, op, now);
       })
       .catch(() => {})
-      .finally(() => this.#reloading.delete(replica));
+      .finally(() => {
+        const again = this.#reloading.get(replica)?.again === true;
+        this.#reloading.delete(replica);
+        if (again && !this.#closed) this.#reload(replica);
+      });
   }
 
   #onMessage(text: string): void {
@@ -486,13 +499,17 @@ export class RedisLoadSync implements InFlightListener {
     const book = this.#o.book;
     const now = this.#o.nowMs();
     const seen = book.heard(m.replica, m.seq, now);
+    /** A read started for this message: it runs after the writes this message tells of. */
+    let readSince = false;
     if (seen !== "next") {
       if (seen === "gap") this.#c.gaps++;
+      readSince = !this.#reloading.has(m.replica);
       this.#reload(m.replica);
+      readSince &&= this.#reloading.has(m.replica);
     }
-    const buffer = this.#reloading.get(m.replica);
+    const buffer = this.#reloading.get(m.replica)?.ops;
     for (const op of m.ops) {
-      this.#apply(m.replica, op, now);
+      if (!(op.op === "reload" && readSince)) this.#apply(m.replica, op, now);
       if (buffer !== undefined && op.op !== "reload") buffer.push(op);
       this.#o.onRemoteOp?.(m.replica, op);
     }
