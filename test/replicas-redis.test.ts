@@ -257,6 +257,38 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
     );
   });
 
+  it("a replica started before Redis hears its peers once Redis is up", async () => {
+    const port = await freePort(); // nothing listens there yet
+    const url = `redis://127.0.0.1:${port}`;
+    const a = await replica(url, "early");
+    const httpA = await listenJson(a);
+    const sync = async () => {
+      const body = await httpA.get("/readyz");
+      return body.replicas ?? body.error?.details?.replicas;
+    };
+    expect(["connecting", "degraded"]).toContain((await sync()).state);
+    const redis = await RedisProcess.start(port);
+    cleanups.push(() => redis.kill());
+    await eventually(
+      "a connected",
+      () => sync(),
+      (s) => s.state === "synced",
+    );
+    const b = await replica(url, "late");
+    await eventually(
+      "b synced",
+      () => readyz(b),
+      (s) => s.state === "synced",
+    );
+    await route(b, "rb");
+    // What b routes now reaches a by b's messages alone: a must be subscribed.
+    await eventually(
+      "a to know b's request",
+      () => sync(),
+      (s) => s.remoteRequests === 1 && s.peers.late === 1,
+    );
+  });
+
   it("two processes configured with one replica id are reported", async () => {
     const redis = await RedisProcess.start();
     cleanups.push(() => redis.kill());

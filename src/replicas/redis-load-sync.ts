@@ -174,10 +174,9 @@ export class RedisLoadSync implements InFlightListener {
     this.#timer = setInterval(() => this.#tick(), this.#o.heartbeatMs);
     this.#timer.unref();
     this.#cmd.connect().catch(() => {});
-    this.#sub
-      .connect()
-      .then(() => this.#sub.subscribe(this.#channel))
-      .catch(() => {});
+    // Subscribes on ready (`#onReady`): a first connection that fails rejects this, and
+    // the one that succeeds later must still subscribe.
+    this.#sub.connect().catch(() => {});
   }
 
   /**
@@ -410,6 +409,10 @@ export class RedisLoadSync implements InFlightListener {
     if (this.#closed) return;
     this.#everReady = true;
     this.#o.logger.info({ conn, replica: this.#o.replicaId }, "redis connected");
+    // Every time, not only after the first connect: a Redis down at start made that
+    // connect fail, and the subscription of a later one is what ioredis would restore on
+    // reconnects (subscribing twice to a channel is harmless).
+    if (conn === "sub") this.#sub.subscribe(this.#channel).catch(() => {});
     // Messages may have been missed while away: read every live peer's hash again.
     if (conn === "sub" || this.#cmd.status === "ready") this.#reloadAll();
     if (conn === "cmd") this.#flush(true);
