@@ -433,6 +433,42 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
     );
   });
 
+  it("a request id done and routed again in one batch stays in the sender's hash", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const x = directSync(redis.url, "x", "again", new RemoteLoadBook({ staleAfterMs: 2000 }), 2000);
+    cleanups.push(() => x.close());
+    x.start();
+    await eventually(
+      "x synced",
+      () => x.state,
+      (s) => s === "synced",
+    );
+    // A gateway retry: the attempt on w0 failed (done), the same id goes to w1, all in
+    // one event-loop turn (one flush).
+    x.added(pendingEntry("r1"));
+    x.done("r1");
+    x.added({ ...pendingEntry("r1"), worker: "w1#0" as never });
+    const raw = new Redis(redis.url);
+    cleanups.push(async () => raw.disconnect());
+    await eventually(
+      "the flush",
+      () => x.status().publishedOps,
+      (n) => n === 3,
+    );
+    expect(JSON.parse((await raw.hget("again:replica:x", "r1")) ?? "null")?.[1]).toBe("w1#0");
+    // A replica reading x's hash (starting, or after a gap) counts it.
+    const bookZ = new RemoteLoadBook({ staleAfterMs: 2000 });
+    const z = directSync(redis.url, "z", "again", bookZ, 2000);
+    cleanups.push(() => z.close());
+    z.start();
+    await eventually(
+      "z reads x's hash",
+      () => bookZ.totals("w1#0" as never).activeRequests,
+      (n) => n === 1,
+    );
+  });
+
   it("a request's prompt keys reach the peers while its prefill is pending, and only then", async () => {
     const redis = await RedisProcess.start();
     cleanups.push(() => redis.kill());

@@ -291,19 +291,25 @@ export class RedisLoadSync implements InFlightListener {
     }
     const now = this.#o.nowMs();
     const pipe = this.#cmd.pipeline();
-    const set: string[] = [];
-    const del = this.#hdel;
+    // The hash gets each request this batch touched as it stands now, so that the order of
+    // the batch's operations does not matter there: an id done and routed again (a
+    // gateway retry keeps its request id) is set, not deleted after its set.
+    const touched = new Set<string>(this.#hdel);
     this.#hdel = [];
+    for (const o of ops) {
+      if (o.op === "add") touched.add(o.entry.id);
+      else if (o.op === "first" || o.op === "done") touched.add(o.id);
+    }
+    const set: string[] = [];
+    const del: string[] = [];
+    for (const id of touched) {
+      const e = this.#mine.get(id);
+      if (e === undefined) del.push(id);
+      else set.push(id, encodeEntry(e));
+    }
     // An add goes out as the request stands now: with its keys only while its prefill is
     // still pending here (a batch held back while Redis was slow may be old).
     const out = ops.map((o) => (o.op === "add" ? { op: o.op, entry: this.#current(o.entry) } : o));
-    for (const o of out) {
-      if (o.op === "add") set.push(o.entry.id, encodeEntry(o.entry));
-      else if (o.op === "first") {
-        const e = this.#mine.get(o.id);
-        if (e !== undefined) set.push(o.id, encodeEntry(e));
-      } else if (o.op === "done") del.push(o.id);
-    }
     // In bounded commands: a long hold-back must not become one huge command, nor an
     // argument list too long to spread.
     for (const [a, b] of fieldRuns(set)) pipe.hset(this.#hashKey, ...set.slice(a, b));

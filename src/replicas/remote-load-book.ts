@@ -70,7 +70,11 @@ export class RemoteLoadBook implements PredictedLoadSource {
   }
 
   add(replica: string, e: SharedEntry, nowMs: number): void {
-    this.#add(this.#replica(replica, nowMs), replica, e, nowMs);
+    const r = this.#replica(replica, nowMs);
+    // Routed again after its done (a retry under the same id): alive again, and a hash
+    // read must not skip it.
+    r.doneAt.delete(e.id);
+    this.#add(r, replica, e, nowMs);
   }
 
   #add(r: ReplicaState, replica: string, e: SharedEntry, nowMs: number): void {
