@@ -10,9 +10,9 @@ import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { RedisLoadSync } from "../src/replicas/redis-load-sync.js";
 import { RemoteLoadBook } from "../src/replicas/remote-load-book.js";
-import type { SharedEntry } from "../src/replicas/wire.js";
+import { encodeEntry, type SharedEntry } from "../src/replicas/wire.js";
 import { noopLogger } from "../src/util/log-sink.js";
-import { startTestService, type TestService, tokens, workers } from "./http-harness.js";
+import { listenJson, startTestService, type TestService, tokens, workers } from "./http-harness.js";
 import { freePort, RedisProcess, redisServerPath } from "./redis-helpers.js";
 
 const HAVE_REDIS = redisServerPath() !== null;
@@ -67,6 +67,7 @@ function directSync(
   book: RemoteLoadBook,
   staleAfterMs: number,
   shareKeys?: boolean,
+  commandTimeoutMs = 500,
 ): RedisLoadSync {
   return new RedisLoadSync({
     url,
@@ -74,7 +75,7 @@ function directSync(
     keyPrefix,
     heartbeatMs: 40,
     staleAfterMs,
-    commandTimeoutMs: 500,
+    commandTimeoutMs,
     maxPendingFlushes: 64,
     ...(shareKeys === undefined ? {} : { shareKeys }),
     book,
@@ -213,6 +214,81 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
     );
   });
 
+  it("a request the per-worker cap forgets stops counting at the peers too", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    // One worker, at most 2 records: the third route on A forgets A's first request.
+    const capped = (id: string) => ({
+      ...replicaConfig(redis.url, id),
+      workers: workers(1),
+      inFlight: { maxPerWorker: 2 },
+    });
+    const a = await startTestService(capped("a"));
+    cleanups.push(() => a.close());
+    const b = await startTestService(capped("b"));
+    cleanups.push(() => b.close());
+    const [httpA, httpB] = [await listenJson(a), await listenJson(b)];
+    const sync = async (h: typeof httpA) => {
+      const body = await h.get("/readyz");
+      return body.replicas ?? body.error?.details?.replicas;
+    };
+    await eventually(
+      "a and b to hear each other",
+      async () => [await sync(httpA), await sync(httpB)],
+      (v) => v.every((s) => s.state === "synced" && Object.keys(s.peers).length === 1),
+    );
+    for (const id of ["r1", "r2", "r3"]) {
+      const d = await httpA.post("/v1/route", { token_ids: tokens(64), request_id: id });
+      expect(d.worker.key).toBe("w0#0");
+    }
+    // A forgot r1: what it shares is what it counts.
+    expect((await sync(httpA)).localRequests).toBe(2);
+    await eventually(
+      "b to know what a counts",
+      () => sync(httpB),
+      (s) => s.remoteRequests === 2,
+    );
+    for (const id of ["r2", "r3"]) await httpA.post(`/v1/requests/${id}/done`, {});
+    // Every request A still counted has ended: nothing of A's may weigh on B's worker.
+    await eventually(
+      "b to forget a's requests",
+      () => sync(httpB),
+      (s) => s.remoteRequests === 0,
+    );
+  });
+
+  it("a replica started before Redis hears its peers once Redis is up", async () => {
+    const port = await freePort(); // nothing listens there yet
+    const url = `redis://127.0.0.1:${port}`;
+    const a = await replica(url, "early");
+    const httpA = await listenJson(a);
+    const sync = async () => {
+      const body = await httpA.get("/readyz");
+      return body.replicas ?? body.error?.details?.replicas;
+    };
+    expect(["connecting", "degraded"]).toContain((await sync()).state);
+    const redis = await RedisProcess.start(port);
+    cleanups.push(() => redis.kill());
+    await eventually(
+      "a connected",
+      () => sync(),
+      (s) => s.state === "synced",
+    );
+    const b = await replica(url, "late");
+    await eventually(
+      "b synced",
+      () => readyz(b),
+      (s) => s.state === "synced",
+    );
+    await route(b, "rb");
+    // What b routes now reaches a by b's messages alone: a must be subscribed.
+    await eventually(
+      "a to know b's request",
+      () => sync(),
+      (s) => s.remoteRequests === 1 && s.peers.late === 1,
+    );
+  });
+
   it("two processes configured with one replica id are reported", async () => {
     const redis = await RedisProcess.start();
     cleanups.push(() => redis.kill());
@@ -263,6 +339,133 @@ describe.skipIf(!HAVE_REDIS)("replicas sharing load through redis-server", () =>
       "x's hash expires",
       () => raw.exists("c:replica:x"),
       (n) => n === 0,
+    );
+  });
+
+  it("a crashed replica's hash read by a peer starting later does not keep it alive longer", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const STALE = 800;
+    const x = directSync(
+      redis.url,
+      "x",
+      "late",
+      new RemoteLoadBook({ staleAfterMs: STALE }),
+      STALE,
+    );
+    x.start();
+    await eventually(
+      "x synced",
+      () => x.state,
+      (s) => s === "synced",
+    );
+    x.added(pendingEntry("r1"));
+    const raw = new Redis(redis.url);
+    cleanups.push(async () => raw.disconnect());
+    await eventually(
+      "r1 in x's hash",
+      () => raw.hexists("late:replica:x", "r1"),
+      (n) => n === 1,
+    );
+    await x.close(false); // a crash: x's hash stays until it expires
+    const crashedAt = Date.now();
+    await new Promise((r) => setTimeout(r, STALE / 2));
+    // y starts while x's hash is still there: it reads it whole.
+    const bookY = new RemoteLoadBook({ staleAfterMs: STALE });
+    const y = directSync(redis.url, "y", "late", bookY, STALE);
+    cleanups.push(() => y.close());
+    y.start();
+    const W = "w0#0" as never;
+    await eventually(
+      "y reads x's request",
+      () => bookY.totals(W).activeRequests,
+      (n) => n === 1,
+    );
+    await eventually(
+      "y drops x",
+      () => bookY.totals(W).activeRequests,
+      (n) => n === 0,
+    );
+    // Within staleAfterMs of x's last write (plus a sweep and some slack), as at every
+    // peer that heard x alive — not staleAfterMs after y happened to read its hash.
+    expect(Date.now() - crashedAt).toBeLessThan(STALE + 250);
+  });
+
+  it("a rewrite announced while a peer is still reading the old hash is read again", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const W = "w0#0" as never;
+    const raw = new Redis(redis.url);
+    cleanups.push(async () => raw.disconnect());
+    // What a crashed process of replica x left: a large hash (requests with prompt keys,
+    // ~11 MB, so that a read of it takes several event-loop turns to come in).
+    const keys = Uint32Array.from({ length: 2 * 4096 }, (_, i) => i * 7919);
+    const N = 250;
+    const fields: string[] = [];
+    for (let i = 0; i < N; i++)
+      fields.push(`old-${i}`, encodeEntry(pendingEntry(`old-${i}`, keys)));
+    for (let i = 0; i < fields.length; i += 100)
+      await raw.hset("rw:replica:x", ...fields.slice(i, i + 100));
+    await raw.pexpire("rw:replica:x", 5000);
+    await raw.zadd("rw:replicas", Date.now(), "x");
+    // y starts and reads x's hash; x restarts meanwhile: it rewrites its hash (empty,
+    // nothing in flight) and says so while y's read of the old one is still coming in.
+    const bookY = new RemoteLoadBook({ staleAfterMs: 5000 });
+    const y = directSync(redis.url, "y", "rw", bookY, 5000, true, 5000);
+    cleanups.push(() => y.close());
+    y.start();
+    // The moment y sends its read (polled every turn, not every 25 ms).
+    while (y.status().peerReloads === 0) await new Promise((r) => setImmediate(r));
+    const x = directSync(redis.url, "x", "rw", new RemoteLoadBook({ staleAfterMs: 5000 }), 5000);
+    cleanups.push(() => x.close());
+    x.start();
+    await eventually(
+      "x's rewrite in place",
+      () => raw.exists("rw:replica:x"),
+      (n) => n === 0,
+    );
+    // y is synced once no read is out (it was out since before x's rewrite). None of the
+    // old process's requests may stay on y: x is alive and has none.
+    await eventually(
+      "y synced, holding what x holds now",
+      () => [y.state, bookY.totals(W).activeRequests] as const,
+      ([state, n]) => state === "synced" && n === 0,
+    );
+  });
+
+  it("a request id done and routed again in one batch stays in the sender's hash", async () => {
+    const redis = await RedisProcess.start();
+    cleanups.push(() => redis.kill());
+    const x = directSync(redis.url, "x", "again", new RemoteLoadBook({ staleAfterMs: 2000 }), 2000);
+    cleanups.push(() => x.close());
+    x.start();
+    await eventually(
+      "x synced",
+      () => x.state,
+      (s) => s === "synced",
+    );
+    // A gateway retry: the attempt on w0 failed (done), the same id goes to w1, all in
+    // one event-loop turn (one flush).
+    x.added(pendingEntry("r1"));
+    x.done("r1");
+    x.added({ ...pendingEntry("r1"), worker: "w1#0" as never });
+    const raw = new Redis(redis.url);
+    cleanups.push(async () => raw.disconnect());
+    await eventually(
+      "the flush",
+      () => x.status().publishedOps,
+      (n) => n === 3,
+    );
+    expect(JSON.parse((await raw.hget("again:replica:x", "r1")) ?? "null")?.[1]).toBe("w1#0");
+    // A replica reading x's hash (starting, or after a gap) counts it.
+    const bookZ = new RemoteLoadBook({ staleAfterMs: 2000 });
+    const z = directSync(redis.url, "z", "again", bookZ, 2000);
+    cleanups.push(() => z.close());
+    z.start();
+    await eventually(
+      "z reads x's hash",
+      () => bookZ.totals("w1#0" as never).activeRequests,
+      (n) => n === 1,
     );
   });
 

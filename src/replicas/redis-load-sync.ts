@@ -106,8 +106,11 @@ export class RedisLoadSync implements InFlightListener {
   #failedSinceOk = false;
   #timer: NodeJS.Timeout | null = null;
   #closed = false;
-  /** Peers whose hash is being read → their operations heard meanwhile, re-applied after. */
-  readonly #reloading = new Map<string, SyncOp[]>();
+  /**
+   * Peers whose hash is being read → their operations heard meanwhile (re-applied after)
+   * and whether another read was asked for meanwhile (it may see writes this one did not).
+   */
+  readonly #reloading = new Map<string, { readonly ops: SyncOp[]; again: boolean }>();
   readonly #c = {
     publishedOps: 0,
     droppedOps: 0,
@@ -171,10 +174,9 @@ export class RedisLoadSync implements InFlightListener {
     this.#timer = setInterval(() => this.#tick(), this.#o.heartbeatMs);
     this.#timer.unref();
     this.#cmd.connect().catch(() => {});
-    this.#sub
-      .connect()
-      .then(() => this.#sub.subscribe(this.#channel))
-      .catch(() => {});
+    // Subscribes on ready (`#onReady`): a first connection that fails rejects this, and
+    // the one that succeeds later must still subscribe.
+    this.#sub.connect().catch(() => {});
   }
 
   /**
@@ -289,19 +291,25 @@ export class RedisLoadSync implements InFlightListener {
     }
     const now = this.#o.nowMs();
     const pipe = this.#cmd.pipeline();
-    const set: string[] = [];
-    const del = this.#hdel;
+    // The hash gets each request this batch touched as it stands now, so that the order of
+    // the batch's operations does not matter there: an id done and routed again (a
+    // gateway retry keeps its request id) is set, not deleted after its set.
+    const touched = new Set<string>(this.#hdel);
     this.#hdel = [];
+    for (const o of ops) {
+      if (o.op === "add") touched.add(o.entry.id);
+      else if (o.op === "first" || o.op === "done") touched.add(o.id);
+    }
+    const set: string[] = [];
+    const del: string[] = [];
+    for (const id of touched) {
+      const e = this.#mine.get(id);
+      if (e === undefined) del.push(id);
+      else set.push(id, encodeEntry(e));
+    }
     // An add goes out as the request stands now: with its keys only while its prefill is
     // still pending here (a batch held back while Redis was slow may be old).
     const out = ops.map((o) => (o.op === "add" ? { op: o.op, entry: this.#current(o.entry) } : o));
-    for (const o of out) {
-      if (o.op === "add") set.push(o.entry.id, encodeEntry(o.entry));
-      else if (o.op === "first") {
-        const e = this.#mine.get(o.id);
-        if (e !== undefined) set.push(o.id, encodeEntry(e));
-      } else if (o.op === "done") del.push(o.id);
-    }
     // In bounded commands: a long hold-back must not become one huge command, nor an
     // argument list too long to spread.
     for (const [a, b] of fieldRuns(set)) pipe.hset(this.#hashKey, ...set.slice(a, b));
@@ -407,6 +415,10 @@ export class RedisLoadSync implements InFlightListener {
     if (this.#closed) return;
     this.#everReady = true;
     this.#o.logger.info({ conn, replica: this.#o.replicaId }, "redis connected");
+    // Every time, not only after the first connect: a Redis down at start made that
+    // connect fail, and the subscription of a later one is what ioredis would restore on
+    // reconnects (subscribing twice to a channel is harmless).
+    if (conn === "sub") this.#sub.subscribe(this.#channel).catch(() => {});
     // Messages may have been missed while away: read every live peer's hash again.
     if (conn === "sub" || this.#cmd.status === "ready") this.#reloadAll();
     if (conn === "cmd") this.#flush(true);
@@ -424,12 +436,30 @@ export class RedisLoadSync implements InFlightListener {
   }
 
   #reload(replica: string): void {
-    if (this.#reloading.has(replica) || this.#cmd.status !== "ready") return;
-    this.#reloading.set(replica, []);
+    const running = this.#reloading.get(replica);
+    if (running !== undefined) {
+      // A rewrite announced (or a gap seen) now may postdate the read out: read again after.
+      running.again = true;
+      return;
+    }
+    if (this.#cmd.status !== "ready") return;
+    this.#reloading.set(replica, { ops: [], again: false });
     this.#c.peerReloads++;
+    const key = `${this.#o.keyPrefix}:replica:${replica}`;
+    // With the hash's time to live: every write of its owner sets it to staleAfterMs, so
+    // what is left of it dates the owner's last write without comparing clocks.
     this.#cmd
-      .hgetall(`${this.#o.keyPrefix}:replica:${replica}`)
-      .then((fields) => {
+      .multi()
+      .hgetall(key)
+      .pttl(key)
+      .exec()
+      .then((results) => {
+        const [read, ttl] = results ?? [];
+        if (read === undefined || read[0] !== null || ttl === undefined || ttl[0] !== null) {
+          return;
+        }
+        const fields = read[1] as Record<string, string>;
+        const leftMs = ttl[1] as number;
         const entries: SharedEntry[] = [];
         for (const text of Object.values(fields)) {
           const e = decodeEntry(text);
@@ -441,12 +471,19 @@ export class RedisLoadSync implements InFlightListener {
           if (!this.#o.book.has(replica)) return;
         }
         const now = this.#o.nowMs();
-        this.#o.book.replace(replica, entries, now);
+        // −1: no expiry (not written by a replica); −2: gone (then nothing to keep).
+        const writtenMs =
+          leftMs >= 0 ? now + leftMs - this.#o.staleAfterMs : leftMs === -1 ? now : -Infinity;
+        this.#o.book.replace(replica, entries, now, writtenMs);
         // The read may have run before writes whose messages we already applied.
-        for (const op of this.#reloading.get(replica) ?? []) this.#apply(replica, op, now);
+        for (const op of this.#reloading.get(replica)?.ops ?? []) this.#apply(replica, op, now);
       })
       .catch(() => {})
-      .finally(() => this.#reloading.delete(replica));
+      .finally(() => {
+        const again = this.#reloading.get(replica)?.again === true;
+        this.#reloading.delete(replica);
+        if (again && !this.#closed) this.#reload(replica);
+      });
   }
 
   #onMessage(text: string): void {
@@ -471,13 +508,17 @@ export class RedisLoadSync implements InFlightListener {
     const book = this.#o.book;
     const now = this.#o.nowMs();
     const seen = book.heard(m.replica, m.seq, now);
+    /** A read started for this message: it runs after the writes this message tells of. */
+    let readSince = false;
     if (seen !== "next") {
       if (seen === "gap") this.#c.gaps++;
+      readSince = !this.#reloading.has(m.replica);
       this.#reload(m.replica);
+      readSince &&= this.#reloading.has(m.replica);
     }
-    const buffer = this.#reloading.get(m.replica);
+    const buffer = this.#reloading.get(m.replica)?.ops;
     for (const op of m.ops) {
-      this.#apply(m.replica, op, now);
+      if (!(op.op === "reload" && readSince)) this.#apply(m.replica, op, now);
       if (buffer !== undefined && op.op !== "reload") buffer.push(op);
       this.#o.onRemoteOp?.(m.replica, op);
     }

@@ -62,6 +62,15 @@ describe("RemoteLoadBook", () => {
     expect(b.totals(W).activeRequests).toBe(1);
   });
 
+  it("a request routed again under its id after its done survives a hash read", () => {
+    const b = new RemoteLoadBook({ staleAfterMs: 3000 });
+    b.add("a", entry("r1", 0), 0);
+    b.done("a", "r1", 5);
+    b.add("a", entry("r1", 6), 6); // a retry on another attempt keeps the request id
+    b.replace("a", [entry("r1", 6)], 7);
+    expect(b.totals(W).activeRequests).toBe(1);
+  });
+
   it("tells which queued prefill shares a prompt's prefix, until the prefill ends", () => {
     const b = new RemoteLoadBook({ staleAfterMs: 3000 });
     // Chained keys, two words per block: r1 and r2 share block 0, r1 and r3 blocks 0–1.

@@ -71,6 +71,13 @@ export class RemoteLoadBook implements PredictedLoadSource {
 
   add(replica: string, e: SharedEntry, nowMs: number): void {
     const r = this.#replica(replica, nowMs);
+    // Routed again after its done (a retry under the same id): alive again, and a hash
+    // read must not skip it.
+    r.doneAt.delete(e.id);
+    this.#add(r, replica, e, nowMs);
+  }
+
+  #add(r: ReplicaState, replica: string, e: SharedEntry, nowMs: number): void {
     const old = r.entries.get(e.id);
     if (old !== undefined) this.#remove(r, old);
     if (e.expiresMs <= nowMs) return;
@@ -110,16 +117,26 @@ export class RemoteLoadBook implements PredictedLoadSource {
     if (x !== undefined) this.#remove(r, x);
   }
 
-  /** Replace everything known of `replica` by a full read of its hash. */
-  replace(replica: string, entries: Iterable<SharedEntry>, nowMs: number): void {
-    const r = this.#replica(replica, nowMs);
+  /**
+   * Replace everything known of `replica` by a full read of its hash. `writtenMs`: when
+   * the replica last wrote it, on this replica's clock (default `nowMs`). A read is no
+   * sign of life: a replica that crashed leaves its hash until it expires, so the read
+   * makes it as alive as that write, never more (it is dropped `staleAfterMs` after it).
+   */
+  replace(
+    replica: string,
+    entries: Iterable<SharedEntry>,
+    nowMs: number,
+    writtenMs: number = nowMs,
+  ): void {
+    const r = this.#replica(replica, Math.min(writtenMs, nowMs));
     for (const x of [...r.entries.values()]) this.#remove(r, x);
     // A full read re-adds a replica's older entries behind newer ones: append them all,
     // then sort each touched worker once instead of inserting one by one.
     const touched = new Set<WorkerState>();
     this.#bulk = touched;
     try {
-      for (const e of entries) if (!r.doneAt.has(e.id)) this.add(replica, e, nowMs);
+      for (const e of entries) if (!r.doneAt.has(e.id)) this.#add(r, replica, e, nowMs);
     } finally {
       this.#bulk = null;
     }

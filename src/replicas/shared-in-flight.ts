@@ -56,6 +56,16 @@ export class SharedInFlightTracker extends InFlightTracker {
     return r;
   }
 
+  /**
+   * The router's per-worker cap forgets the oldest request to make room: it no longer
+   * counts here, so it must stop counting at the peers too (it is told as done).
+   */
+  override dropOldest(worker: WorkerKey): string | null {
+    const id = super.dropOldest(worker);
+    if (id !== null) this.#listener.done(id);
+    return id;
+  }
+
   override removeWorker(worker: WorkerKey): number {
     const n = super.removeWorker(worker);
     this.#listener.workerRemoved(worker);
