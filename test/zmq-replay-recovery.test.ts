@@ -62,15 +62,15 @@ async function quietPublisher(endpoint = LOOPBACK): Promise<EnginePublisher> {
 
 /**
  * A replay ROUTER that answers request number `call` (from 0) with the batches of seq
- * `from`..`upTo − 1` (the request's start if `from` is absent; `skip` left out) and then, if `end`, the
- * end marker; otherwise it goes silent, as a replay connection that stalls does.
+ * `from`..`upTo − 1` (the request's start if `from` is absent; `skip` left out; or the seqs of
+ * `order`, in that order) and then, if `end`, the end marker; otherwise it goes silent, as a replay connection that stalls does.
  */
 async function scriptedReplay(
   payloads: readonly Uint8Array[],
   answer: (
     call: number,
     start: number,
-  ) => { from?: number; upTo: number; end: boolean; skip?: number },
+  ) => { from?: number; upTo: number; end: boolean; skip?: number; order?: readonly number[] },
 ): Promise<{ endpoint: string; requests: number[] }> {
   const router = new Router({ linger: 0 });
   await router.bind(LOOPBACK);
@@ -86,7 +86,13 @@ async function scriptedReplay(
       const from = Number(start!.readBigUInt64BE());
       const a = answer(requests.length, from);
       requests.push(from);
-      for (let s = a.from ?? from; s < a.upTo; s++) {
+      const seqs =
+        a.order ??
+        Array.from(
+          { length: Math.max(0, a.upTo - (a.from ?? from)) },
+          (_, i) => (a.from ?? from) + i,
+        );
+      for (const s of seqs) {
         if (s === a.skip) continue;
         await router.send([id!, "", "kv-events", seq8(s), payloads[s]!]);
       }
@@ -120,6 +126,8 @@ function subscriber(
   cleanups.push(() => sub.close());
   return sub;
 }
+
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
 
 const N = 20;
 const STALL_AT = (N * 4) / 10; // the connection goes silent after 40 % of the batches
@@ -183,6 +191,54 @@ describe("a replay that stops early never becomes the index's state", () => {
     expect(index.of(W)).toEqual(held(N));
     expect(replay.requests).toEqual([0, 9]);
     expect(Object.values(sub.state().resets).every((n) => n === 0)).toBe(true);
+  });
+
+  // The two below pass without a change to the subscriber: they pin down that replies out
+  // of seq order are never applied out of order, nor over a removal they skipped.
+  it("asks again from the first seq a reply out of order skipped", async () => {
+    const index = new RecordingIndex();
+    const pub = await quietPublisher();
+    const swapped = [...Array.from({ length: 9 }, (_, i) => i), 10, 9, ...range(11, N)];
+    const replay = await scriptedReplay(payloads, (call, start) =>
+      call === 0 ? { upTo: N, order: swapped, end: true } : { from: start, upTo: N, end: true },
+    );
+    const sub = subscriber(index, pub.endpoint, replay.endpoint);
+    await waitFor("caught up", () => sub.state().lastSeq === BigInt(N - 1) && sub.state().current);
+    expect(index.of(W)).toEqual(held(N));
+    expect(replay.requests).toEqual([0, 9]);
+    expect(Object.values(sub.state().resets).every((n) => n === 0)).toBe(true);
+  });
+
+  it("clears on a gap replay that starts past the seq asked, its batch coming after", async () => {
+    // Batches 0..9 by the first-contact replay; live from 12 (a gap); the gap replay
+    // answers 11, then 10 (which removes block 6), then the rest. Applying 11 on top
+    // of what the worker holds would keep block 6, whose removal came late.
+    const index = new RecordingIndex();
+    const pub = await EnginePublisher.bind({
+      endpoint: LOOPBACK,
+      replayEndpoint: null,
+      topic: "kv-events",
+      firstSeq: 12n,
+    });
+    cleanups.push(() => pub.close());
+    const replay = await scriptedReplay(payloads, (call) =>
+      call === 0
+        ? { upTo: 10, end: true }
+        : { upTo: N, order: [11, 10, ...range(12, N)], end: true },
+    );
+    const sub = subscriber(index, pub.endpoint, replay.endpoint);
+    await waitFor("first contact", () => sub.state().lastSeq === 9n && sub.state().current);
+    // Live batches until one gets through the slow joiner: the gap.
+    await waitFor("gap", () => {
+      if (sub.state().gaps === 0 && pub.nextSeq < BigInt(N)) {
+        pub.publishRaw(payloads[Number(pub.nextSeq)]!);
+      }
+      return sub.state().gaps > 0;
+    });
+    await waitFor("caught up", () => sub.state().lastSeq === BigInt(N - 1) && sub.state().current);
+    expect(index.of(W)).toEqual(held(N));
+    expect(sub.state().resets.unfilled_gap).toBe(1);
+    expect(replay.requests).toEqual([0, 10]);
   });
 });
 

@@ -94,7 +94,8 @@ function bufferSet(buffers: readonly ArrayBuffer[]): BufferSet | null {
 
 class LiveStream {
   readonly #id: number;
-  readonly #sub: Subscriber;
+  #sub: Subscriber;
+  readonly #socket: LiveSocketOptions;
   readonly #options: { readonly fieldOrder: LiveSocketOptions["fieldOrder"] };
   readonly #writer = new TapeWriter();
   #closed = false;
@@ -120,7 +121,17 @@ class LiveStream {
     this.#seqBytes = first.seqBytes;
     this.#meta = first.meta;
     this.#options = { fieldOrder: o.fieldOrder };
-    this.#sub = new Subscriber({
+    this.#socket = o;
+    this.#sub = this.#open();
+    send({ type: "opened", stream: id });
+    this.#writer.reset();
+    void this.#loop();
+  }
+
+  /** A new SUB socket; `delayMs`: connect that much later (as ZeroMQ's reconnect would). */
+  #open(delayMs = 0): Subscriber {
+    const o = this.#socket;
+    const sub = new Subscriber({
       linger: 0,
       receiveHighWaterMark: o.receiveHighWaterMark,
       reconnectInterval: o.reconnectInterval,
@@ -129,17 +140,27 @@ class LiveStream {
       heartbeatTimeout: o.heartbeatInterval * 3,
     });
     for (const name of ["connect", "disconnect"] as const) {
-      this.#sub.events.on(name, () => {
-        if (this.#closed) return;
+      sub.events.on(name, () => {
+        if (this.#closed || sub !== this.#sub) return;
         this.#flush(); // messages received before the event go first
-        send({ type: "event", stream: id, name });
+        send({ type: "event", stream: this.#id, name });
+        // Messages of the lost connection still unread in the socket (while credits are
+        // out, it is not read) would follow the event: a new socket drops them. They are
+        // batches missed like any other, replayed or counted as a loss.
+        if (name === "disconnect") {
+          sub.close();
+          this.#sub = this.#open(o.reconnectInterval);
+        }
       });
     }
-    this.#sub.subscribe(o.topic);
-    this.#sub.connect(o.endpoint);
-    send({ type: "opened", stream: id });
-    this.#writer.reset();
-    void this.#loop();
+    sub.subscribe(o.topic);
+    if (delayMs === 0) sub.connect(o.endpoint);
+    else {
+      setTimeout(() => {
+        if (!this.#closed && sub === this.#sub) sub.connect(o.endpoint);
+      }, delayMs).unref();
+    }
+    return sub;
   }
 
   credit(buffers: readonly ArrayBuffer[] = []): void {
@@ -167,15 +188,18 @@ class LiveStream {
       }
       if (this.#closed) return;
       let frames: Buffer[];
+      const sub = this.#sub;
       try {
-        frames = await this.#sub.receive();
+        frames = await sub.receive();
       } catch (err) {
         if (this.#closed) return;
+        if (sub !== this.#sub) continue; // replaced at a disconnect
         send({ type: "error", stream: this.#id, message: String(err) });
         await new Promise((resolve) => setTimeout(resolve, 100));
         continue;
       }
       if (this.#closed) return;
+      if (sub !== this.#sub) continue; // read from the lost connection's socket: dropped
       this.#add(frames);
     }
   }

@@ -146,8 +146,12 @@ export class KvEventSubscriber {
     this.#run(this.#seq.start());
   }
 
-  /** Receive on this thread: own SUB socket and receive loop. */
-  #openSocket(): void {
+  /**
+   * Receive on this thread: own SUB socket and receive loop. `delayMs`: connect that much
+   * later (a replaced socket waits as ZeroMQ's own reconnect would, so a peer that drops
+   * every connection is not reconnected in a tight loop).
+   */
+  #openSocket(delayMs = 0): void {
     const options = this.#opts;
     const settings = subSocketSettings(options);
     const sub = new Subscriber({
@@ -156,23 +160,38 @@ export class KvEventSubscriber {
       heartbeatTimeout: settings.heartbeatInterval * 3,
     });
     this.#sub = sub;
-    sub.events.on("connect", () => this.#onConnect());
-    sub.events.on("disconnect", () => this.#onDisconnect());
+    sub.events.on("connect", () => this.#onConnect(sub));
+    sub.events.on("disconnect", () => this.#onDisconnect(sub));
     sub.subscribe(options.topic);
-    sub.connect(options.endpoint);
-    this.#loop = this.#receiveLoop(sub);
+    if (delayMs === 0) sub.connect(options.endpoint);
+    else {
+      setTimeout(() => {
+        if (!this.#closed && sub === this.#sub) sub.connect(options.endpoint);
+      }, delayMs).unref();
+    }
+    const loop = this.#loop;
+    this.#loop = Promise.all([loop, this.#receiveLoop(sub)]).then(() => {});
   }
 
-  #onConnect(): void {
-    if (this.#closed) return;
+  #onConnect(sub: Subscriber): void {
+    if (this.#closed || sub !== this.#sub) return;
     this.#noteConnection(true);
     this.#run(this.#seq.connected());
   }
 
-  #onDisconnect(): void {
-    if (this.#closed) return;
+  /**
+   * The SUB socket lost its connection (`sub`: null when the decode thread died). The
+   * socket is replaced: messages of the old connection still unread in it would arrive
+   * after this event, and could be applied after the reset a restarted engine's reconnect
+   * check makes. Dropped, they are batches missed like any other (replayed, or a loss).
+   */
+  #onDisconnect(sub: Subscriber | null): void {
+    if (this.#closed || sub !== this.#sub) return;
     this.#noteConnection(false);
     this.#run(this.#seq.disconnected());
+    if (sub === null) return;
+    sub.close();
+    this.#openSocket(subSocketSettings(this.#opts).reconnectInterval);
   }
 
   /** Counters, log line and the liveness signal of a connect or disconnect. */
@@ -207,7 +226,7 @@ export class KvEventSubscriber {
     if (this.#closed) return;
     this.#stream = -1;
     this.#log.error({ worker: this.#opts.worker }, "kv events decode thread lost, receiving here");
-    this.#onDisconnect();
+    this.#onDisconnect(null);
     this.#openSocket();
     this.#firstContact();
   }
@@ -315,17 +334,17 @@ export class KvEventSubscriber {
   }
 
   async #receiveLoop(sub: Subscriber): Promise<void> {
-    while (!this.#closed) {
+    while (!this.#closed && sub === this.#sub) {
       let frames: Buffer[];
       try {
         frames = await sub.receive();
       } catch (err) {
-        if (this.#closed) return;
+        if (this.#closed || sub !== this.#sub) return;
         this.#onReceiveError(String(err));
         await new Promise((resolve) => setTimeout(resolve, 100));
         continue;
       }
-      if (this.#closed) return;
+      if (this.#closed || sub !== this.#sub) return; // replaced at a disconnect: dropped
       this.#onMessage(frames.length, frames[1], frames[2], null);
       if (applySlicer.spent()) await applySlicer.yieldTurn();
     }

@@ -231,6 +231,26 @@ describe("Sequencer", () => {
       ],
       { hasReplay: false },
     ],
+    [
+      "without a replay endpoint, a reconnect clears the worker; a gap after it is the same loss",
+      [
+        [["start"], []],
+        [["connect"], []],
+        [["live", 0], ["apply 0"]],
+        [["disconnect"], []],
+        [["connect"], ["reset unfilled_gap"]],
+        [
+          ["live", 3],
+          ["gap 1..3", "apply 3"],
+        ],
+        [["disconnect"], []],
+        [["connect"], ["reset unfilled_gap"]],
+        [["disconnect"], []],
+        [["connect"], []], // nothing applied since: nothing to clear
+        [["live", 4], ["apply 4"]],
+      ],
+      { hasReplay: false },
+    ],
   ])("%s", (_name, steps, options) => {
     play(steps, options);
   });

@@ -18,6 +18,7 @@
  * - a seq going backwards (not a copy of a replayed batch) is an engine restart: reset;
  * - after a reconnect, the last applied batch is asked for again and compared with our
  *   copy: different or missing means the engine restarted: reset, replay from 0;
+ *   without a replay endpoint nothing can be compared: reset at the reconnect;
  * - the first-contact replay (from 0) is retried on the first successful connection,
  *   however late, until one completes or a live batch takes its place.
  *
@@ -198,7 +199,16 @@ export class Sequencer<P> {
 
   /** The live socket connected (first time or again). */
   connected(): SequencerAction<P>[] {
-    if (!this.#o.hasReplay) return this.#flush();
+    if (!this.#o.hasReplay) {
+      // Nothing can check a reconnect without a replay endpoint: batches published while
+      // disconnected are lost, and a restarted engine may be quiet or line up with our
+      // seq. What the worker held is no longer known: clear it, go on from the same seq.
+      if (this.#sawDisconnect && this.#appliedSinceReset > 0) {
+        this.#reset("unfilled_gap", "reconnected without a replay endpoint");
+      }
+      this.#sawDisconnect = false;
+      return this.#flush();
+    }
     if (this.#sawDisconnect) {
       if (this.#replay !== null) this.#checkPending = true;
       else if (this.#last !== null && this.#lastPayload !== null) this.#beginVerify();
@@ -376,10 +386,13 @@ export class Sequencer<P> {
       this.#beginReplay(expected, this.#last === null ? "contact" : "gap", 0);
       return false;
     }
-    this.#reset(
-      this.#last === null ? "startup_hole" : "unfilled_gap",
-      `missing ${expected}..${seq - 1n}, no replay endpoint`,
-    );
+    // Nothing applied since the reset at a reconnect: that reset counted this loss.
+    if (this.#last === null || this.#appliedSinceReset > 0) {
+      this.#reset(
+        this.#last === null ? "startup_hole" : "unfilled_gap",
+        `missing ${expected}..${seq - 1n}, no replay endpoint`,
+      );
+    }
     this.#apply(seq, payload, false);
     this.#contacted = true;
     return true;
