@@ -115,7 +115,10 @@ function subscriber(
       replayEndpoint,
       topic: "kv-events",
       format: "vllm",
-      replayTimeoutMs: 150,
+      // A stall is found by this silence; the scripted replay runs in this process, so a
+      // shorter one can also fire mid-answer when a loaded machine stops the process for
+      // a moment (seen at load ~7 with 150 ms), and the exact request counts below differ.
+      replayTimeoutMs: 400,
       replayBackoffMs: 10,
       reconnectIntervalMs: 20,
       reconnectMaxIntervalMs: 100,
