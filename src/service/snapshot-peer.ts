@@ -19,7 +19,9 @@ export async function fetchPeerSnapshot(
   base: string,
   options: { readonly token: string | null; readonly timeoutMs: number },
 ): Promise<PeerFetch> {
-  const url = new URL("/v1/snapshot", base).toString();
+  // Under the base's path, not at the host's root: a peer behind a path prefix
+  // (`http://lb/router-a`) serves its API there.
+  const url = snapshotUrl(base);
   const headers: Record<string, string> = { accept: "application/octet-stream" };
   if (options.token !== null) headers.authorization = `Bearer ${options.token}`;
   try {
@@ -34,4 +36,11 @@ export async function fetchPeerSnapshot(
     const cause = e.cause === undefined ? "" : ` (${String(e.cause)})`;
     return { ok: false, reason: "unreachable", url, message: `${String(err)}${cause}` };
   }
+}
+
+/** `<base>/v1/snapshot`, keeping any path the base URL has. */
+export function snapshotUrl(base: string): string {
+  const u = new URL(base);
+  if (!u.pathname.endsWith("/")) u.pathname += "/";
+  return new URL("v1/snapshot", u).toString();
 }
