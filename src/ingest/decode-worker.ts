@@ -6,6 +6,10 @@
  * the main thread's credit; meanwhile the socket is not read (its HWM then applies).
  * Groups are sent in the stream's own buffers (no copies), and the credit brings a
  * group's buffers back for a later one: in steady state a stream allocates none.
+ *
+ * Long file: a stream's socket (replaced at each disconnect), its receive loop, its
+ * grouping and its buffer reuse share the stream's state, and the thread's command
+ * dispatch is the rest.
  */
 
 import { parentPort } from "node:worker_threads";
