@@ -62,6 +62,24 @@ async function untilLive(pub: EnginePublisher, sub: KvEventSubscriber): Promise<
   await waitFor("caught up", () => sub.state().lastSeq === pub.nextSeq - 1n);
 }
 
+/**
+ * An engine on a fresh endpoint whose stream the subscriber holds `blocks` blocks of,
+ * then stopped: the subscriber has seen the disconnect. Returns what the next engine on
+ * the same endpoint needs.
+ */
+async function stoppedEngine(index: RecordingIndex, threaded: boolean, blocks: number) {
+  const endpoint = `tcp://127.0.0.1:${await freePortRange(1)}`;
+  const first = await EnginePublisher.bind({ endpoint, replayEndpoint: null, topic: "kv-events" });
+  const sub = subscriber(index, endpoint, threaded);
+  await untilLive(first, sub);
+  for (let h = 1n; h <= BigInt(blocks); h++) first.publish(storedBatch([h]));
+  await waitFor("old engine's blocks", () => index.of(W).length === blocks);
+  const next = first.nextSeq;
+  await first.close();
+  await waitFor("disconnect", () => !sub.state().connected);
+  return { endpoint, sub, next };
+}
+
 describe.each([false, true])(
   "a stream without a replay endpoint (decodeThread: %s)",
   (threaded) => {
@@ -101,18 +119,7 @@ describe.each([false, true])(
 
     it("clears the worker when a restarted engine is quiet after the reconnect", async () => {
       const index = new RecordingIndex();
-      const endpoint = `tcp://127.0.0.1:${await freePortRange(1)}`;
-      const first = await EnginePublisher.bind({
-        endpoint,
-        replayEndpoint: null,
-        topic: "kv-events",
-      });
-      const sub = subscriber(index, endpoint, threaded);
-      await untilLive(first, sub);
-      for (const h of [1n, 2n, 3n]) first.publish(storedBatch([h]));
-      await waitFor("old engine's blocks", () => index.of(W).length === 3);
-      await first.close();
-      await waitFor("disconnect", () => !sub.state().connected);
+      const { endpoint, sub } = await stoppedEngine(index, threaded, 3);
       await engine(endpoint); // the restarted engine: an empty cache, nothing published yet
       await waitFor("reconnect", () => sub.state().connected);
       await waitFor("cleared", () => index.of(W).length === 0, 2000);
@@ -121,19 +128,7 @@ describe.each([false, true])(
 
     it("keeps only the new engine's blocks when its stream lines up with the old one", async () => {
       const index = new RecordingIndex();
-      const endpoint = `tcp://127.0.0.1:${await freePortRange(1)}`;
-      const first = await EnginePublisher.bind({
-        endpoint,
-        replayEndpoint: null,
-        topic: "kv-events",
-      });
-      const sub = subscriber(index, endpoint, threaded);
-      await untilLive(first, sub);
-      for (const h of [1n, 2n, 3n]) first.publish(storedBatch([h]));
-      await waitFor("old engine's blocks", () => index.of(W).length === 3);
-      const next = first.nextSeq;
-      await first.close();
-      await waitFor("disconnect", () => !sub.state().connected);
+      const { endpoint, sub, next } = await stoppedEngine(index, threaded, 3);
       const second = await engine(endpoint);
       await waitFor("reconnect", () => sub.state().connected);
       // The restarted engine's first batches never reach the router; the one it does see
@@ -149,18 +144,7 @@ describe.each([false, true])(
 
     it("rebuilds from a restarted engine whose seq starts over", async () => {
       const index = new RecordingIndex();
-      const endpoint = `tcp://127.0.0.1:${await freePortRange(1)}`;
-      const first = await EnginePublisher.bind({
-        endpoint,
-        replayEndpoint: null,
-        topic: "kv-events",
-      });
-      const sub = subscriber(index, endpoint, threaded);
-      await untilLive(first, sub);
-      for (let h = 1n; h <= 10n; h++) first.publish(storedBatch([h]));
-      await waitFor("old engine's blocks", () => index.of(W).length === 10);
-      await first.close();
-      await waitFor("disconnect", () => !sub.state().connected);
+      const { endpoint, sub } = await stoppedEngine(index, threaded, 10);
       const second = await engine(endpoint);
       await waitFor("reconnect", () => sub.state().connected);
       await untilLive(second, sub); // seq 0, 1, … : below the 10 + seen before
