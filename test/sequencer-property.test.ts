@@ -64,6 +64,8 @@ class World {
   replied = 0;
   restarts = 0;
   restartResets = 0;
+  /** `replay_mismatch` resets: never, the replay endpoint is always the live engine's. */
+  mismatchResets = 0;
   /** Batches applied since the last reset, as payloads. */
   run: Payload[] = [];
   readonly seq: Sequencer<Payload>;
@@ -103,6 +105,7 @@ class World {
         }
         case "reset":
           if (a.reason === "restart") this.restartResets++;
+          if (a.reason === "replay_mismatch") this.mismatchResets++;
           this.run = [];
           reset = true;
           break;
@@ -231,6 +234,8 @@ describe("Sequencer against a reference engine", () => {
           expect(w.seq.lastSeq).toBe(w.next - 1n);
           // No false restarts: a reset for "restart" only when the engine did restart.
           expect(w.restartResets).toBeLessThanOrEqual(w.restarts);
+          // No false mismatch: live copies of replayed batches are the replay's bytes.
+          expect(w.mismatchResets).toBe(0);
         },
       ),
       { numRuns: 2000 },

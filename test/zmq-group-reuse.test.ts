@@ -162,6 +162,7 @@ describe("decode thread group buffers", () => {
         unfilled_gap: 0,
         startup_hole: 0,
         replay_failed: 0,
+        replay_mismatch: 0,
       });
     } finally {
       await sub.close();

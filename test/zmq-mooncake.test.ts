@@ -78,6 +78,7 @@ describe("Mooncake stream over ZeroMQ", () => {
       unfilled_gap: 0,
       startup_hole: startupHoles,
       replay_failed: 0,
+      replay_mismatch: 0,
     });
   });
 });

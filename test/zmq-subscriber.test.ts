@@ -113,7 +113,13 @@ describe.each([false, true])("KvEventSubscriber over ZeroMQ (decodeThread: %s)",
     expect(s.lastSeq).toBe(29n);
     expect(s.batches).toBe(30);
     expect(s.events["stored/applied"]).toBe(30);
-    expect(s.resets).toEqual({ restart: 0, unfilled_gap: 0, startup_hole: 0, replay_failed: 0 });
+    expect(s.resets).toEqual({
+      restart: 0,
+      unfilled_gap: 0,
+      startup_hole: 0,
+      replay_failed: 0,
+      replay_mismatch: 0,
+    });
     expect(s.replays).toBeGreaterThanOrEqual(1);
     expect(s.lastEventTimeMs).not.toBeNull();
     await waitFor("connected", () => sub.state().connected);
@@ -440,7 +446,13 @@ describe.each([false, true])("KvEventSubscriber over ZeroMQ (decodeThread: %s)",
     await waitFor("reconnect check", () => sub.state().lastSeq === 5n && !sub.state().replaying);
     expect(index.of(W)).toEqual(range(1, 7).map(hex));
     const s = sub.state();
-    expect(s.resets).toEqual({ restart: 0, unfilled_gap: 0, startup_hole: 0, replay_failed: 0 });
+    expect(s.resets).toEqual({
+      restart: 0,
+      unfilled_gap: 0,
+      startup_hole: 0,
+      replay_failed: 0,
+      replay_mismatch: 0,
+    });
     expect(s.duplicates).toBeGreaterThanOrEqual(1); // the compared batch
   });
 

@@ -111,8 +111,9 @@ export class HttpEventStreams {
           c.current = a.current;
           break;
         case "replay":
+        case "mismatch":
           // Unreachable: the sequencer is built without a replay endpoint.
-          throw new Error("http event stream asked for a replay");
+          throw new Error(`http event stream: unexpected ${a.kind}`);
       }
     }
     s.lastDigest = digest;

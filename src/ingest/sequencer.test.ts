@@ -20,6 +20,8 @@ function showOne(a: SequencerAction<string>): string {
       return `gap ${a.from}..${a.seen}`;
     case "duplicate":
       return "duplicate";
+    case "mismatch":
+      return `mismatch ${a.seq}`;
   }
 }
 
@@ -218,6 +220,63 @@ describe("Sequencer", () => {
         [["end"], ["current"]],
       ],
       { maxAttempts: 0 },
+    ],
+    [
+      "live copies of replayed batches with the same bytes are duplicates, never a mismatch",
+      [
+        [["start"], ["catching up", "replay 0 +0ms"]],
+        [["live", 1], []],
+        [["reply", 0], ["apply 0 r"]],
+        [["reply", 1], ["apply 1 r"]],
+        [["reply", 2], ["apply 2 r"]],
+        [["end"], ["duplicate", "current"]],
+        [["live", 2], ["duplicate"]],
+        [["live", 3], ["apply 3"]],
+        [
+          ["live", 5],
+          ["gap 4..5", "catching up", "replay 4 +0ms"],
+        ],
+      ],
+    ],
+    [
+      "a queued live batch with other bytes than the replayed one: another stream, replay off",
+      [
+        [["start"], ["catching up", "replay 0 +0ms"]],
+        [["live", 0, "a0"], []],
+        [["live", 1, "a1"], []],
+        [["reply", 0, "b0"], ["apply 0 r"]],
+        [["reply", 1, "b1"], ["apply 1 r"]],
+        [["reply", 2, "b2"], ["apply 2 r"]],
+        [["end"], ["mismatch 0", "reset replay_mismatch", "apply 0", "apply 1", "current"]],
+        [["live", 2, "a2"], ["apply 2"]],
+        // From now on, as without a replay endpoint: a gap clears, no replay is asked for.
+        [
+          ["live", 4, "a4"],
+          ["gap 3..4", "reset unfilled_gap", "apply 4"],
+        ],
+        [["disconnect"], []],
+        [["connect"], ["reset unfilled_gap"]],
+      ],
+    ],
+    [
+      "a live batch arriving after the replay with other bytes: another stream",
+      [
+        ...fresh,
+        [
+          ["live", 4, "a4"],
+          ["gap 2..4", "catching up", "replay 2 +0ms"],
+        ],
+        [["reply", 2, "b2"], ["apply 2 r"]],
+        [["reply", 3, "b3"], ["apply 3 r"]],
+        [["reply", 4, "b4"], ["apply 4 r"]],
+        [["reply", 5, "b5"], ["apply 5 r"]],
+        [["end"], ["mismatch 4", "reset replay_mismatch", "apply 4", "current"]],
+        [["live", 5, "a5"], ["apply 5"]],
+        [
+          ["live", 3, "old"],
+          ["reset restart", "reset startup_hole", "apply 3"],
+        ],
+      ],
     ],
     [
       "without a replay endpoint, a gap clears the worker",

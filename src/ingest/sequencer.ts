@@ -16,6 +16,10 @@
  * - when the first batch a replay returns is later than the one asked for, the engine no
  *   longer holds the missing ones: reset, then go on from what it does hold;
  * - a seq going backwards (not a copy of a replayed batch) is an engine restart: reset;
+ * - a live copy of a replayed batch is compared with it (a digest of the replayed one is
+ *   kept until live passes its seq): other bytes mean the replay endpoint serves another
+ *   stream (a misconfiguration): reset, go on live from that batch, and never ask for a
+ *   replay again;
  * - after a reconnect, the last applied batch is asked for again and compared with our
  *   copy: different or missing means the engine restarted: reset, replay from 0;
  *   without a replay endpoint nothing can be compared: reset at the reconnect;
@@ -31,6 +35,7 @@
  */
 
 import { Fifo } from "../util/fifo.js";
+import { ReplayedCopies } from "./replayed-copies.js";
 import type { ResetReason } from "./stream-state.js";
 
 /** A live batch waiting while a replay is in flight. */
@@ -53,6 +58,11 @@ export type SequencerAction<P> =
   | { readonly kind: "reset"; readonly reason: ResetReason; readonly detail: string }
   /** A batch already applied came again (live after replay, or replayed): dropped. */
   | { readonly kind: "duplicate" }
+  /**
+   * Live batch `seq` differs from the replayed batch of that seq: the replay endpoint
+   * serves another stream. A `reset` follows; no replay is asked for from now on.
+   */
+  | { readonly kind: "mismatch"; readonly seq: bigint }
   /** The live stream skipped ahead of what was applied. */
   | { readonly kind: "gap"; readonly from: bigint; readonly seen: bigint }
   /** The stream became current (`current: true`) or started catching up. */
@@ -73,9 +83,19 @@ export interface SequencerOptions<P> {
   readonly backoffMaxMs?: number;
   /** Same batch bytes (the reconnect check). */
   readonly same: (a: P, b: P) => boolean;
+  /**
+   * A digest of a batch's bytes (equal bytes, equal digests; compared with `===`): what is
+   * kept of a replayed batch until its live copy comes. Default: the payload itself,
+   * compared with `same` (`mapHeld` does not visit those: a caller whose payloads view
+   * reused buffers passes a digest).
+   */
+  readonly digest?: (payload: P) => unknown;
 }
 
 export const SEQUENCER_DEFAULTS = { maxAttempts: 5, backoffMs: 200, backoffMaxMs: 5000 } as const;
+
+/** Replayed batches whose digest waits for a live copy, at most (the newest are kept). */
+export const REPLAYED_COPIES_KEPT = 16_384;
 
 type Purpose = "contact" | "gap" | "verify";
 
@@ -93,7 +113,13 @@ interface Replay<P> {
 }
 
 export class Sequencer<P> {
-  readonly #o: Required<SequencerOptions<P>>;
+  readonly #o: Required<Omit<SequencerOptions<P>, "digest">>;
+  /** The replay endpoint is used: false without one, or once it served another stream. */
+  #hasReplay: boolean;
+  readonly #digest: (payload: P) => unknown;
+  readonly #sameDigest: (a: unknown, b: unknown) => boolean;
+  /** Digests of batches replays applied since the last live batch applied (not yet matched). */
+  readonly #copies = new ReplayedCopies<unknown>(REPLAYED_COPIES_KEPT);
   #last: bigint | null = null;
   #lastPayload: P | null = null;
   readonly #pending = new Fifo<PendingMessage<P>>();
@@ -125,6 +151,13 @@ export class Sequencer<P> {
       backoffMs: options.backoffMs ?? SEQUENCER_DEFAULTS.backoffMs,
       backoffMaxMs: options.backoffMaxMs ?? SEQUENCER_DEFAULTS.backoffMaxMs,
     };
+    this.#hasReplay = options.hasReplay;
+    const digest = options.digest;
+    this.#digest = digest ?? ((p) => p);
+    this.#sameDigest =
+      digest !== undefined
+        ? (a, b) => a === b
+        : (options.same as (a: unknown, b: unknown) => boolean);
   }
 
   /** Seq of the last batch applied (or skipped past by a reset); null before any. */
@@ -161,7 +194,7 @@ export class Sequencer<P> {
    * worker is cleared) and go on as a fresh stream. Needs a replay endpoint.
    */
   resume(lastSeq: bigint, payload: P): void {
-    if (!this.#o.hasReplay) throw new Error("resuming a stream needs a replay endpoint");
+    if (!this.#hasReplay) throw new Error("resuming a stream needs a replay endpoint");
     if (this.#last !== null || this.#replay !== null) throw new Error("resume before start");
     this.#last = lastSeq;
     this.#lastPayload = payload;
@@ -191,7 +224,7 @@ export class Sequencer<P> {
       this.#resumed = false;
       this.#beginVerify();
     }
-    if (this.#o.hasReplay && this.#replay === null && !this.#contacted) {
+    if (this.#hasReplay && this.#replay === null && !this.#contacted) {
       this.#beginReplay(0n, "contact", 0);
     }
     return this.#flush();
@@ -199,7 +232,7 @@ export class Sequencer<P> {
 
   /** The live socket connected (first time or again). */
   connected(): SequencerAction<P>[] {
-    if (!this.#o.hasReplay) {
+    if (!this.#hasReplay) {
       // Nothing can check a reconnect without a replay endpoint: batches published while
       // disconnected are lost, and a restarted engine may be quiet or line up with our
       // seq. What the worker held is no longer known: clear it, go on from the same seq.
@@ -226,7 +259,7 @@ export class Sequencer<P> {
     // under the replay in flight: drop them (if the stream is the same, the replay brings
     // them back), and check the stream once that replay is over.
     this.#pending.clear();
-    if (this.#replay !== null && this.#o.hasReplay) this.#checkPending = true;
+    if (this.#replay !== null && this.#hasReplay) this.#checkPending = true;
     return this.#flush();
   }
 
@@ -252,7 +285,7 @@ export class Sequencer<P> {
         // The buffer no longer reaches back to our last batch: whether the engine
         // restarted or only moved on, what came between is lost.
         this.#reset("unfilled_gap", `batch ${last} no longer buffered, replay starts at ${seq}`);
-        this.#apply(seq, payload, true);
+        this.#applyReplayed(seq, payload);
       } else if (seq === last && this.#o.same(r.verify, payload)) {
         this.#out.push({ kind: "duplicate" });
       } else {
@@ -264,14 +297,14 @@ export class Sequencer<P> {
     if (seq < expected) {
       this.#out.push({ kind: "duplicate" });
     } else if (this.#isNext(seq)) {
-      this.#apply(seq, payload, true);
+      this.#applyReplayed(seq, payload);
     } else if (first) {
       // The engine's buffer starts after what we miss: those batches are gone.
       this.#reset(
         this.#last === null ? "startup_hole" : "unfilled_gap",
         `missing ${expected}..${seq - 1n}, replay buffer starts later`,
       );
-      this.#apply(seq, payload, true);
+      this.#applyReplayed(seq, payload);
     } else {
       r.stop = "hole"; // asked again from the hole once this request is over
     }
@@ -352,6 +385,7 @@ export class Sequencer<P> {
     if (head !== undefined) {
       this.#last = head.seq - 1n;
       this.#dupLow = this.#dupHigh = null;
+      this.#copies.clear();
       this.#drain();
     } else {
       this.#setCurrent(true);
@@ -362,6 +396,7 @@ export class Sequencer<P> {
   #step(seq: bigint, payload: P): boolean {
     if (this.#isNext(seq)) {
       this.#dupLow = this.#dupHigh = null; // FIFO: no replayed copy can follow a newer batch
+      this.#copies.clear();
       this.#apply(seq, payload, false);
       this.#contacted = true;
       return true;
@@ -374,6 +409,11 @@ export class Sequencer<P> {
         seq >= this.#dupLow &&
         seq <= this.#dupHigh
       ) {
+        const replayed = this.#copies.take(seq);
+        if (replayed !== undefined && !this.#sameDigest(replayed, this.#digest(payload))) {
+          this.#mismatch(seq);
+          return this.#step(seq, payload); // seq is now next: applied
+        }
         this.#out.push({ kind: "duplicate" });
         return true;
       }
@@ -382,7 +422,7 @@ export class Sequencer<P> {
       return this.#step(seq, payload); // expected is now 0 ≤ seq: no further recursion
     }
     if (this.#last !== null) this.#out.push({ kind: "gap", from: expected, seen: seq });
-    if (this.#o.hasReplay) {
+    if (this.#hasReplay) {
       this.#beginReplay(expected, this.#last === null ? "contact" : "gap", 0);
       return false;
     }
@@ -424,6 +464,31 @@ export class Sequencer<P> {
     this.#out.push({ kind: "replay", from: r.from, delayMs });
   }
 
+  /** Apply a replayed batch and keep its digest for the live copy that may follow. */
+  #applyReplayed(seq: bigint, payload: P): void {
+    this.#apply(seq, payload, true);
+    this.#copies.add(seq, this.#digest(payload));
+  }
+
+  /**
+   * Live batch `seq` has other bytes than the replayed batch of that seq: the replay
+   * endpoint serves another stream (an engine restarted under the same endpoints re-sends
+   * its own batches, not these). What the replays applied is not this worker's: clear it,
+   * go on live from `seq`, and stop using the replay endpoint, as a stream without one:
+   * asking it again (from 0) would bring the other stream back and loop.
+   */
+  #mismatch(seq: bigint): void {
+    this.#out.push({ kind: "mismatch", seq });
+    this.#reset("replay_mismatch", `live batch ${seq} differs from the replayed batch ${seq}`);
+    this.#hasReplay = false;
+    this.#checkPending = false;
+    this.#contacted = true;
+    this.#dupLow = this.#dupHigh = null;
+    this.#copies.clear();
+    this.#last = seq - 1n;
+    this.#lastPayload = null;
+  }
+
   #apply(seq: bigint, payload: P, replayed: boolean): void {
     this.#last = seq;
     this.#lastPayload = payload;
@@ -441,6 +506,7 @@ export class Sequencer<P> {
     this.#last = null;
     this.#lastPayload = null;
     this.#dupLow = this.#dupHigh = null;
+    this.#copies.clear();
     this.#sawDisconnect = false;
   }
 

@@ -26,15 +26,24 @@ export type StreamFormat = "vllm" | "sglang" | "mooncake";
  *   worker held nothing from this stream yet, so this is expected after a router
  *   restart, not a loss of known state);
  * - `replay_failed`: replays kept stopping early (timeout, socket, malformed) without
- *   progress until the attempts ran out: what the worker holds may be stale.
+ *   progress until the attempts ran out: what the worker holds may be stale;
+ * - `replay_mismatch`: a live batch had other bytes than the replayed batch of the same
+ *   seq: the replay endpoint serves another stream (misconfigured), what replays applied
+ *   is not this worker's. The replay endpoint is not used again by this stream.
  */
-export type ResetReason = "restart" | "unfilled_gap" | "startup_hole" | "replay_failed";
+export type ResetReason =
+  | "restart"
+  | "unfilled_gap"
+  | "startup_hole"
+  | "replay_failed"
+  | "replay_mismatch";
 
 export const RESET_REASONS: readonly ResetReason[] = [
   "restart",
   "unfilled_gap",
   "startup_hole",
   "replay_failed",
+  "replay_mismatch",
 ];
 
 /** A point-in-time view of one stream (plain data; `lastSeq` is a bigint, 64-bit unsigned). */

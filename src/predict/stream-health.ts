@@ -5,9 +5,9 @@
  * switch it back (docs/prediction.md). Pure: the caller polls and passes time in.
  *
  * Degraded when, since the last observation:
- * - `unfilled_gap`: the stream lost batches it could not replay (an `unfilled_gap` or
- *   `replay_failed` reset): the index was cleared, but the engine still holds its hot
- *   prefixes and will never announce them again;
+ * - `unfilled_gap`: the stream lost batches it could not replay (an `unfilled_gap`,
+ *   `replay_failed` or `replay_mismatch` reset): the index was cleared, but the engine
+ *   still holds its hot prefixes and will never announce them again;
  * - `silent`: at least `minRoutedWhileSilent` requests were routed to the worker and no
  *   event batch arrived for `silentAfterMs` after the first of them;
  * - `decode_errors`: `decodeErrorsToDegrade` undecodable batches within `silentAfterMs`.
@@ -29,7 +29,7 @@ export const DEGRADED_REASONS: readonly DegradedReason[] = [
 /** What the health check reads of one stream (the service adapts `StreamState`). */
 export interface StreamObservation {
   readonly worker: WorkerKey;
-  /** `unfilled_gap` + `replay_failed` resets so far. */
+  /** `unfilled_gap` + `replay_failed` + `replay_mismatch` resets so far. */
   readonly lossResets: number;
   /** Undecodable batches so far. */
   readonly decodeErrors: number;

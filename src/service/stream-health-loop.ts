@@ -42,7 +42,7 @@ function observation(s: StreamState) {
   for (const n of Object.values(s.decodeErrors)) decodeErrors += n;
   return {
     worker: s.worker,
-    lossResets: s.resets.unfilled_gap + s.resets.replay_failed,
+    lossResets: s.resets.unfilled_gap + s.resets.replay_failed + s.resets.replay_mismatch,
     decodeErrors,
     lastEventTimeMs: s.lastEventTimeMs,
     storedApplied: ev["stored/applied"] ?? 0,
