@@ -37,6 +37,7 @@ import {
 const DIR = bundledQwen3Dir();
 const TOKEN = "sdk-test-token";
 const MODEL = "sim-model";
+const BODY_LIMIT = 64 * 1024;
 
 let sim: Awaited<ReturnType<typeof startSim>>;
 let gw: RunningGateway;
@@ -46,6 +47,7 @@ beforeAll(async () => {
   sim = await startSim(["--tokenizer", DIR]);
   gw = await startGateway({
     workers: [simEntry("q", sim)],
+    server: { bodyLimitBytes: BODY_LIMIT },
     gateway: {
       authToken: TOKEN,
       // The 429 case makes the one worker look busy; nothing else comes near these.
@@ -290,6 +292,16 @@ describe("the OpenAI SDK against the gateway", () => {
     expect(c.message).toContain("prompt");
   });
 
+  it("a body past server.bodyLimitBytes: a 413 APIError in OpenAI's shape, not retried", async () => {
+    const prompt = "block ".repeat(BODY_LIMIT / 5);
+    const err = await apiError(
+      client.completions.create({ model: MODEL, prompt, max_tokens: 1 }, { maxRetries: 2 }),
+    );
+    expect(err.status).toBe(413);
+    expect([err.code, err.type, err.param]).toEqual(["body_too_large", "invalid_request_error", null]);
+    expect(err.message).toContain("server.bodyLimitBytes");
+  });
+
   it("an unknown model: NotFoundError naming the model", async () => {
     const err = await apiError(
       client.chat.completions.create({ model: "gpt-4o", messages: MESSAGES }),
@@ -314,6 +326,12 @@ describe("the OpenAI SDK against the gateway", () => {
       expect(err).toBeInstanceOf(AuthenticationError);
       expect(err.status).toBe(401);
       expect(err.message).toContain("gateway.authToken");
+      // OpenAI's shape, as the gateway's other errors.
+      expect([err.code, err.type, err.param]).toEqual([
+        "unauthorized",
+        "authentication_error",
+        null,
+      ]);
     }
     expect(sim.engine.counters().promptTokens).toBe(prompts);
   });
