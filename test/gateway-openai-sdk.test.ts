@@ -187,6 +187,12 @@ describe("the OpenAI SDK against the gateway", () => {
     expect(err.status).toBe(400);
     expect(err.param).toBe("prompt");
     expect(err.message).toMatch(/^400 .*prompt/);
+    // Asked for as a stream: the worker's JSON refusal, not a stream, and the same error.
+    const streamed = await apiError(
+      client.completions.create({ model: MODEL, prompt: ["one", "two"], stream: true }),
+    );
+    expect(streamed).toBeInstanceOf(BadRequestError);
+    expect(streamed.message).toBe(err.message);
   });
 
   it("models.list: the fleet's models as a page", async () => {
@@ -298,7 +304,11 @@ describe("the OpenAI SDK against the gateway", () => {
       client.completions.create({ model: MODEL, prompt, max_tokens: 1 }, { maxRetries: 2 }),
     );
     expect(err.status).toBe(413);
-    expect([err.code, err.type, err.param]).toEqual(["body_too_large", "invalid_request_error", null]);
+    expect([err.code, err.type, err.param]).toEqual([
+      "body_too_large",
+      "invalid_request_error",
+      null,
+    ]);
     expect(err.message).toContain("server.bodyLimitBytes");
   });
 
