@@ -43,6 +43,7 @@ let sim: Awaited<ReturnType<typeof startSim>>;
 let gw: RunningGateway;
 let client: OpenAI;
 
+// Loading the tokenizer takes ~1.5 s alone; far longer was seen on a loaded machine.
 beforeAll(async () => {
   sim = await startSim(["--tokenizer", DIR]);
   gw = await startGateway({
@@ -57,7 +58,7 @@ beforeAll(async () => {
   });
   // No retries unless a case asks: an error must show up as it is.
   client = new OpenAI({ apiKey: TOKEN, baseURL: `${gw.url}/v1`, maxRetries: 0 });
-}, 30_000);
+}, 60_000);
 
 afterAll(async () => {
   await gw?.close();
