@@ -363,6 +363,9 @@ describe("gateway listener ahead of fastify", () => {
         error: {
           code: "shutting_down",
           message: "the router is shutting down; retry on another instance",
+          // In OpenAI's shape, as every error on the gateway's routes.
+          type: "api_error",
+          param: null,
         },
       });
       await closing;

@@ -42,7 +42,7 @@ export class GatewayMetrics {
     const registers = [registry];
     this.requests = new Counter({
       name: "kvrouter_gateway_requests_total",
-      help: "OpenAI requests by route and outcome (ok, client_error, upstream_error, rejected, aborted, invalid)",
+      help: "OpenAI requests by route and outcome (ok, client_error, upstream_error, rejected, aborted, invalid, no_worker)",
       labelNames: ["route", "outcome"],
       registers,
     });

@@ -207,9 +207,11 @@ export class Gateway {
       const t = this.#target(req.model, call.authorization);
       target = t instanceof Promise ? await t : t;
     } catch (err) {
-      outcome(
-        err instanceof GatewayError && err.code === "model_not_found" ? "no_worker" : "invalid",
-      );
+      // No worker for the model, or none registered at all: not the client's body.
+      const noWorker =
+        err instanceof GatewayError &&
+        (err.code === "model_not_found" || err.code === "no_worker_available");
+      outcome(noWorker ? "no_worker" : "invalid");
       throw err;
     }
     try {

@@ -4,10 +4,13 @@
  * `gateway-front.ts`): the API's one error set (`errors.ts`) in a shape OpenAI's clients
  * also read, `{ error: { code, message, type, param } }` (`code` and `message` as
  * everywhere in the API; `type` and `param` as OpenAI's), and `Retry-After` on a 429.
+ * Every error on those routes has this shape, the HTTP layer's own too (401, 413, 415,
+ * `invalid_json`, …): `openAiErrorBody` for what the gateway writes itself,
+ * `openAiErrorPayload` for what fastify serialised.
  */
 
 import type { GatewayError } from "../gateway/errors.js";
-import { ERROR_CODES, type ErrorCode } from "./errors.js";
+import { ERROR_CODES, type ErrorBody, type ErrorCode } from "./errors.js";
 
 const OPENAI_TYPES: Record<number, string> = {
   400: "invalid_request_error",
@@ -16,12 +19,53 @@ const OPENAI_TYPES: Record<number, string> = {
   429: "rate_limit_error",
 };
 
+export interface OpenAiErrorBody {
+  readonly error: {
+    code: ErrorCode;
+    message: string;
+    type: string;
+    param: string | null;
+    details?: unknown;
+  };
+}
+
 export interface GatewayErrorAnswer {
   readonly status: number;
   readonly headers: Record<string, string>;
-  readonly body: {
-    readonly error: { code: ErrorCode; message: string; type: string; param: string | null };
-  };
+  readonly body: OpenAiErrorBody;
+}
+
+/** OpenAI's `type` for an HTTP status (another 4xx: the request's fault, as OpenAI says). */
+function openAiType(status: number): string {
+  return OPENAI_TYPES[status] ?? (status < 500 ? "invalid_request_error" : "api_error");
+}
+
+/** An API error body (`errors.ts`) with OpenAI's `type` and a null `param` added. */
+export function openAiErrorBody(body: ErrorBody): OpenAiErrorBody {
+  const { code, message, details } = body.error;
+  const error = { code, message, type: openAiType(ERROR_CODES[code].status), param: null };
+  return { error: details === undefined ? error : { ...error, details } };
+}
+
+/**
+ * An error fastify serialised for a gateway route (its 401, 413, 415, a body that is not
+ * JSON), as the same JSON with OpenAI's `type` and `param`; anything else unchanged.
+ */
+export function openAiErrorPayload(status: number, payload: unknown): unknown {
+  if (status < 400 || typeof payload !== "string") return payload;
+  let body: unknown;
+  try {
+    body = JSON.parse(payload);
+  } catch {
+    return payload;
+  }
+  const error = (body as { error?: unknown } | null)?.error;
+  if (typeof error !== "object" || error === null || "type" in error) return payload;
+  const e = error as Record<string, unknown>;
+  const { code, message, ...rest } = e;
+  return JSON.stringify({
+    error: { code, message, type: openAiType(status), param: null, ...rest },
+  });
 }
 
 export function gatewayErrorAnswer(err: GatewayError): GatewayErrorAnswer {
@@ -35,12 +79,7 @@ export function gatewayErrorAnswer(err: GatewayError): GatewayErrorAnswer {
       ...(code === "shutting_down" ? { connection: "close" } : {}),
     },
     body: {
-      error: {
-        code,
-        message: err.message,
-        type: OPENAI_TYPES[status] ?? "api_error",
-        param: err.param,
-      },
+      error: { code, message: err.message, type: openAiType(status), param: err.param },
     },
   };
 }

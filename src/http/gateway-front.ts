@@ -39,6 +39,7 @@ import type { GatewayKind } from "../gateway/request-body.js";
 import type { LogSink } from "../util/log-sink.js";
 import { bearerCheck } from "./auth.js";
 import { ApiError, ERROR_CODES, type ErrorCode, errorBody } from "./errors.js";
+import { openAiErrorBody } from "./gateway-answer.js";
 import { readGatewayBody, sendJson, serveGatewayRequest } from "./gateway-serve.js";
 
 export interface GatewayFrontDeps {
@@ -73,7 +74,7 @@ function sendError(
   message: string,
   headers?: Record<string, string>,
 ) {
-  sendJson(res, ERROR_CODES[code].status, errorBody(code, message), headers);
+  sendJson(res, ERROR_CODES[code].status, openAiErrorBody(errorBody(code, message)), headers);
 }
 
 export class GatewayFront {
@@ -166,7 +167,7 @@ export class GatewayFront {
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
       // As fastify answers its content-type parser's errors: the connection is closed.
-      sendJson(res, err.status, err.body(), { connection: "close" });
+      sendJson(res, err.status, openAiErrorBody(err.body()), { connection: "close" });
       return;
     }
     await serveGatewayRequest(this.#d.gateway, res, {

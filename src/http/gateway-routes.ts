@@ -15,6 +15,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Gateway } from "../gateway/gateway.js";
 import type { GatewayKind } from "../gateway/request-body.js";
 import { requireBearer } from "./auth.js";
+import { openAiErrorPayload } from "./gateway-answer.js";
 import { gatewayRouteKind } from "./gateway-front.js";
 import { readGatewayBody, serveGatewayRequest } from "./gateway-serve.js";
 
@@ -35,6 +36,11 @@ export function registerGatewayRoutes(
 ): void {
   const guard = requireBearer(authToken, "gateway.authToken");
   app.register(async (scope) => {
+    // What fastify answers here itself (a 401, 413, 415, a body that is not JSON) gets
+    // OpenAI's `type` and `param`, as the gateway's own errors have them.
+    scope.addHook("onSend", async (_req, reply, payload) =>
+      openAiErrorPayload(reply.statusCode, payload),
+    );
     // Keep the bytes: the worker receives the client's body exactly.
     scope.removeContentTypeParser("application/json");
     scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (req, body, done) => {

@@ -24,7 +24,7 @@ import { parseGatewayBody } from "../gateway/token-id-body.js";
 import { jsonDepthExceeds, jsonTooDeepMessage } from "../util/json-depth.js";
 import type { LogSink } from "../util/log-sink.js";
 import { ApiError, errorBody } from "./errors.js";
-import { gatewayErrorAnswer } from "./gateway-answer.js";
+import { gatewayErrorAnswer, openAiErrorBody } from "./gateway-answer.js";
 
 /** The body of a gateway request from its bytes; throws `ApiError` (400) when it is not one. */
 export function readGatewayBody(raw: Buffer, kind: GatewayKind, maxDepth: number): unknown {
@@ -114,11 +114,12 @@ export async function serveGatewayRequest(
       return;
     }
     if (err instanceof ApiError) {
-      sendJson(res, err.status, err.body());
+      sendJson(res, err.status, openAiErrorBody(err.body()));
       return;
     }
     s.logger.error({ err, url: s.url, method: "POST" }, "unhandled error in route");
-    sendJson(res, 500, errorBody("internal_error", `internal error: ${messageOf(err)}`));
+    const body = errorBody("internal_error", `internal error: ${messageOf(err)}`);
+    sendJson(res, 500, openAiErrorBody(body));
   } finally {
     unwatch();
   }
