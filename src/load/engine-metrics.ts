@@ -74,7 +74,22 @@ export const KV_USAGE_CLAMP_LIMIT = 1.5;
 
 /** Parse an exposition and extract the target's load. Never throws. */
 export function parseEngineMetrics(text: string, target: EngineMetricsTarget): EngineLoadResult {
-  const parsed = parsePrometheusText(text, { names: ENGINE_METRIC_NAMES });
+  return engineLoadOf(parseEngineExposition(text), target);
+}
+
+/** The lines of an exposition this module reads, parsed once for every rank it serves. */
+export function parseEngineExposition(text: string): PromParseResult {
+  return parsePrometheusText(text, { names: ENGINE_METRIC_NAMES });
+}
+
+/**
+ * The target's load from a parsed exposition (`parseEngineExposition`), with a note on
+ * the lines skipped. Reads `parsed` only: several ranks may share one.
+ */
+export function engineLoadOf(
+  parsed: PromParseResult,
+  target: EngineMetricsTarget,
+): EngineLoadResult {
   const result = engineLoadFromSamples(parsed, target);
   if (!result.ok || parsed.issues.length === 0) return result;
   const first = parsed.issues[0]!;
