@@ -281,7 +281,7 @@ describe("MetricsScraper over real HTTP", () => {
 
 describe("the ranks of one data-parallel engine", () => {
   it("share one GET of the engine's /metrics, each reading its own series", async () => {
-    // An 8-rank vLLM engine whose API server takes 80 ms to answer /metrics.
+    // An 8-rank vLLM engine whose API server takes 200 ms to answer /metrics.
     const ranks = 8;
     let body = "";
     for (let r = 0; r < ranks; r++) {
@@ -292,7 +292,7 @@ describe("the ranks of one data-parallel engine", () => {
     let hits = 0;
     const server = createServer((_req, res) => {
       hits++;
-      setTimeout(() => res.writeHead(200).end(body), 80);
+      setTimeout(() => res.writeHead(200).end(body), 200);
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/metrics`;
@@ -300,7 +300,7 @@ describe("the ranks of one data-parallel engine", () => {
     const scraper = new MetricsScraper({
       tracker,
       intervalMs: 1000,
-      timeoutMs: 300,
+      timeoutMs: 700,
       nowMs: () => 0,
     });
     try {
@@ -310,7 +310,7 @@ describe("the ranks of one data-parallel engine", () => {
       }
       const results = await Promise.all(keys.map((k) => scraper.scrapeOnce(k)));
       // One GET per rank queued behind the agent's two sockets: ranks 6 and 7 waited
-      // 3 × 80 ms for theirs and missed the 300 ms deadline (marked unreachable).
+      // 3 × 200 ms for theirs and missed the 700 ms deadline (marked unreachable).
       expect(results).toEqual(
         keys.map((_, r) => ({
           ok: true,
