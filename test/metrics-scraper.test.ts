@@ -325,4 +325,46 @@ describe("the ranks of one data-parallel engine", () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
+
+  it("a rank marked unreachable does not join a GET that began before the mark", async () => {
+    let body = "";
+    for (let r = 0; r < 2; r++) {
+      body += `vllm:num_requests_running{engine="${r}"} 1\nvllm:num_requests_waiting{engine="${r}"} 0\n`;
+      body += `vllm:kv_cache_usage_perc{engine="${r}"} 0.5\n`;
+    }
+    let hits = 0;
+    const server = createServer((_req, res) => {
+      hits++;
+      setTimeout(() => res.writeHead(200).end(body), 100);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/metrics`;
+    let now = 1000;
+    const tracker = new LoadTracker({ staleAfterMs: 5000 });
+    const scraper = new MetricsScraper({
+      tracker,
+      intervalMs: 1000,
+      timeoutMs: 900,
+      nowMs: () => now,
+    });
+    try {
+      const [k0, k1] = [workerKey("dp", 0), workerKey("dp", 1)];
+      for (const [r, key] of [k0, k1].entries()) {
+        scraper.add({ key, metricsUrl: url, kind: "vllm", model: null, dpRank: r, blockSize: 16 });
+      }
+      const first = scraper.scrapeOnce(k0); // GET out since t = 1000
+      now = 1010;
+      // A caller could not connect to rank 1; the fleet scrapes it at once to learn more.
+      tracker.markUnreachable(k1, "caller", "ECONNREFUSED", now);
+      const probe = scraper.scrapeOnce(k1);
+      await Promise.all([first, probe]);
+      // Joining the GET of t = 1000 would have left rank 1 out until the next round.
+      expect(tracker.view(k1, now)).toMatchObject({ unreachable: null, stale: false });
+      expect(hits).toBe(2);
+    } finally {
+      await scraper.stop();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
 });

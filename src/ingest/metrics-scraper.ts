@@ -234,8 +234,10 @@ export class MetricsScraper {
   async #scrape(s: TargetState): Promise<ScrapeOutcome> {
     const { tracker, nowMs } = this.#opts;
     const t = s.target;
-    // Joining another rank's GET: the exposition is as of that GET's start.
-    const shared = this.#sharedFetch(t.metricsUrl);
+    // Joining another rank's GET: the exposition is as of that GET's start. Not one that
+    // began before this rank was marked unreachable: it could not clear the mark, and the
+    // scrape a mark starts (docs/load.md, "Liveness") is meant to bring the rank back.
+    const shared = this.#sharedFetch(t.metricsUrl, tracker.latestUnreachableMs(t.key));
     const startedMs = shared.startedMs;
     const exposition = await shared.result;
     const endMs = nowMs();
@@ -296,10 +298,13 @@ export class MetricsScraper {
     s.retry.unref();
   }
 
-  /** The GET of `url` out now, or a new one (forgotten when it settles). */
-  #sharedFetch(url: string): SharedFetch {
+  /**
+   * The GET of `url` out now if it began at or after `notBeforeMs` (null: any), else a
+   * new one (forgotten when it settles).
+   */
+  #sharedFetch(url: string, notBeforeMs: number | null): SharedFetch {
     const out = this.#fetches.get(url);
-    if (out !== undefined) return out;
+    if (out !== undefined && (notBeforeMs === null || out.startedMs >= notBeforeMs)) return out;
     const startedMs = this.#opts.nowMs();
     const result = this.#fetchExposition(url, this.#opts.timeoutMs);
     const f: SharedFetch = { startedMs, result };
