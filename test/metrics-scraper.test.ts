@@ -26,7 +26,7 @@ async function metricsServer(body: string) {
   const timers: NodeJS.Timeout[] = [];
   const server: Server = createServer((req, res) => {
     state.hits++;
-    if (req.url !== "/metrics") {
+    if (req.url?.split("?")[0] !== "/metrics") {
       res.writeHead(404).end();
       return;
     }
@@ -185,7 +185,9 @@ describe("MetricsScraper over real HTTP", () => {
         srv.state.mode = mode;
         const s = shortScraper();
         const keys = Array.from({ length: 20 }, (_, i) => workerKey(`${mode}-${i}`, 0));
-        for (const k of keys) s.add({ ...target(), key: k });
+        // A URL each: ranks of one URL would share one GET (and one deadline).
+        for (const [i, k] of keys.entries())
+          s.add({ ...target(), key: k, metricsUrl: `${srv.url}?i=${i}` });
         const results = await Promise.all(keys.map((k) => s.scrapeOnce(k)));
         await s.stop();
         expect(results).toEqual(keys.map(() => ({ ok: false, error: "timeout after 200 ms" })));
@@ -274,5 +276,95 @@ describe("MetricsScraper over real HTTP", () => {
     srv.state.body = fixture("vllm-0.10.txt");
     const v = await scraper.scrapeOnce(key);
     expect(v.ok && v.snapshot).toMatchObject({ running: 4, waiting: 1, kvUsage: 0.2617 });
+  });
+});
+
+describe("the ranks of one data-parallel engine", () => {
+  it("share one GET of the engine's /metrics, each reading its own series", async () => {
+    // An 8-rank vLLM engine whose API server takes 200 ms to answer /metrics.
+    const ranks = 8;
+    let body = "";
+    for (let r = 0; r < ranks; r++) {
+      const l = `engine="${r}",model_name="m"`;
+      body += `vllm:num_requests_running{${l}} ${r}\nvllm:num_requests_waiting{${l}} ${10 + r}\n`;
+      body += `vllm:kv_cache_usage_perc{${l}} ${r / 10}\n`;
+    }
+    let hits = 0;
+    const server = createServer((_req, res) => {
+      hits++;
+      setTimeout(() => res.writeHead(200).end(body), 200);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/metrics`;
+    const tracker = new LoadTracker({ staleAfterMs: 5000 });
+    const scraper = new MetricsScraper({
+      tracker,
+      intervalMs: 1000,
+      timeoutMs: 700,
+      nowMs: () => 0,
+    });
+    try {
+      const keys = Array.from({ length: ranks }, (_, r) => workerKey("dp", r));
+      for (const [r, key] of keys.entries()) {
+        scraper.add({ key, metricsUrl: url, kind: "vllm", model: "m", dpRank: r, blockSize: 16 });
+      }
+      const results = await Promise.all(keys.map((k) => scraper.scrapeOnce(k)));
+      // One GET per rank queued behind the agent's two sockets: ranks 6 and 7 waited
+      // 3 × 200 ms for theirs and missed the 700 ms deadline (marked unreachable).
+      expect(results).toEqual(
+        keys.map((_, r) => ({
+          ok: true,
+          snapshot: { running: r, waiting: 10 + r, kvUsage: r / 10, atMs: 0 },
+        })),
+      );
+      expect(hits).toBe(1);
+      for (const k of keys) expect(tracker.view(k, 0)).toMatchObject({ unreachable: null });
+    } finally {
+      await scraper.stop();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  it("a rank marked unreachable does not join a GET that began before the mark", async () => {
+    let body = "";
+    for (let r = 0; r < 2; r++) {
+      body += `vllm:num_requests_running{engine="${r}"} 1\nvllm:num_requests_waiting{engine="${r}"} 0\n`;
+      body += `vllm:kv_cache_usage_perc{engine="${r}"} 0.5\n`;
+    }
+    let hits = 0;
+    const server = createServer((_req, res) => {
+      hits++;
+      setTimeout(() => res.writeHead(200).end(body), 100);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/metrics`;
+    let now = 1000;
+    const tracker = new LoadTracker({ staleAfterMs: 5000 });
+    const scraper = new MetricsScraper({
+      tracker,
+      intervalMs: 1000,
+      timeoutMs: 900,
+      nowMs: () => now,
+    });
+    try {
+      const [k0, k1] = [workerKey("dp", 0), workerKey("dp", 1)];
+      for (const [r, key] of [k0, k1].entries()) {
+        scraper.add({ key, metricsUrl: url, kind: "vllm", model: null, dpRank: r, blockSize: 16 });
+      }
+      const first = scraper.scrapeOnce(k0); // GET out since t = 1000
+      now = 1010;
+      // A caller could not connect to rank 1; the fleet scrapes it at once to learn more.
+      tracker.markUnreachable(k1, "caller", "ECONNREFUSED", now);
+      const probe = scraper.scrapeOnce(k1);
+      await Promise.all([first, probe]);
+      // Joining the GET of t = 1000 would have left rank 1 out until the next round.
+      expect(tracker.view(k1, now)).toMatchObject({ unreachable: null, stale: false });
+      expect(hits).toBe(2);
+    } finally {
+      await scraper.stop();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });

@@ -38,6 +38,11 @@ describe("config validation names the key and the bad value", () => {
       "load:\n  scrapeIntervalMs: 100\n  scrapeTimeoutMs: 200\n",
       "load.scrapeTimeoutMs: must not exceed load.scrapeIntervalMs (100), got 200",
     ],
+    [
+      // Scraped every 10 s, stale after 5 s: every worker stale half of the time.
+      "load:\n  scrapeIntervalMs: 10000\n",
+      "load.staleAfterMs: must exceed load.scrapeIntervalMs + load.scrapeTimeoutMs (10500), got 5000: a worker answering every scrape would go stale between two",
+    ],
     ["gateway:\n  enabled: yes\n", 'gateway.enabled: must be true or false, got "yes"'],
     [
       "snapshot:\n  fromPeer: router-a:8080\n",

@@ -140,6 +140,18 @@ export function validateConfig(raw: unknown, origins: Origins = new Map()): Vali
       message: `must not exceed load.scrapeIntervalMs (${load.scrapeIntervalMs}), got ${load.scrapeTimeoutMs}`,
     });
   }
+  // A worker that answers every scrape must never be stale between two of them: its last
+  // success is up to an interval plus a scrape's duration old when the next one lands.
+  const stale = (out.load as { staleAfterMs: number }).staleAfterMs;
+  if (
+    valid("load.staleAfterMs", "load.scrapeIntervalMs", "load.scrapeTimeoutMs") &&
+    stale <= load.scrapeIntervalMs + load.scrapeTimeoutMs
+  ) {
+    issues.push({
+      key: at("load.staleAfterMs"),
+      message: `must exceed load.scrapeIntervalMs + load.scrapeTimeoutMs (${load.scrapeIntervalMs + load.scrapeTimeoutMs}), got ${stale}: a worker answering every scrape would go stale between two`,
+    });
+  }
   const inFlight = out.inFlight as { prefillTtlMs: number; ttlMs: number };
   if (valid("inFlight.prefillTtlMs", "inFlight.ttlMs") && inFlight.prefillTtlMs > inFlight.ttlMs) {
     issues.push({

@@ -3,12 +3,17 @@
  * deadline (connect, headers and body) and a body cap; a worker's scrapes never overlap;
  * failures are counted per worker and recorded in the tracker, which turns a long enough
  * run of them into staleness. A scrape nothing answered (refused, reset, deadline) marks
- * the worker unreachable at once and is retried within 250 ms.
+ * the worker unreachable at once and is retried within 250 ms. The ranks of one engine
+ * (one metrics URL) share one GET and one parse: each reads its own series.
  * Parsing and the metric-name mapping live in the core (`src/load/engine-metrics.ts`).
+ *
+ * Long file: one scrape's sequence (the GET shared by an engine's ranks, its deadline,
+ * each rank's outcome into the tracker, the quick retry) reads best in one place.
  */
 
-import { parseEngineMetrics } from "../load/engine-metrics.js";
+import { engineLoadOf, parseEngineExposition } from "../load/engine-metrics.js";
 import { type LoadTracker, validateSnapshot } from "../load/load-tracker.js";
+import type { PromParseResult } from "../load/prometheus-text.js";
 import type { LoadSnapshot, WorkerKind } from "../load/types.js";
 import type { WorkerKey } from "../protocol/worker.js";
 import { type LogSink, noopLogger } from "../util/log-sink.js";
@@ -57,6 +62,17 @@ type FetchResult =
   | { ok: true; load: Omit<LoadSnapshot, "atMs">; notes: readonly string[] }
   | { ok: false; error: string; unreachable?: boolean };
 
+/** One GET of a metrics URL, parsed, or why it failed (shared by the ranks it serves). */
+type ExpositionResult =
+  | { ok: true; parsed: PromParseResult }
+  | { ok: false; error: string; unreachable?: boolean };
+
+/** A GET out now: when it started (the snapshots' time) and its outcome. */
+interface SharedFetch {
+  readonly startedMs: number;
+  readonly result: Promise<ExpositionResult>;
+}
+
 /** Connection-level failures: nothing answered, so the worker is taken out at once. */
 const UNREACHABLE_CODES = new Set([
   "ECONNREFUSED",
@@ -98,6 +114,13 @@ export class MetricsScraper {
   #stop = new AbortController();
   /** Controllers of the requests out now (aborted by their own timer or by stop()). */
   readonly #inProgress = new Set<AbortController>();
+  /**
+   * The GET out now per metrics URL. The data-parallel ranks of one engine share a URL:
+   * one GET each would queue behind the agent's two sockets per origin, and the later
+   * ranks of a wide engine then missed the deadline every round (marked unreachable
+   * although the engine answered), besides asking the engine N times for the same text.
+   */
+  readonly #fetches = new Map<string, SharedFetch>();
 
   constructor(options: MetricsScraperOptions) {
     if (!(options.intervalMs > 0)) throw new RangeError("intervalMs must be > 0");
@@ -209,11 +232,16 @@ export class MetricsScraper {
   }
 
   async #scrape(s: TargetState): Promise<ScrapeOutcome> {
-    const { tracker, nowMs, timeoutMs } = this.#opts;
+    const { tracker, nowMs } = this.#opts;
     const t = s.target;
-    const startedMs = nowMs();
-    const fetched = await this.#fetchLoad(t, timeoutMs);
+    // Joining another rank's GET: the exposition is as of that GET's start. Not one that
+    // began before this rank was marked unreachable: it could not clear the mark, and the
+    // scrape a mark starts (docs/load.md, "Liveness") is meant to bring the rank back.
+    const shared = this.#sharedFetch(t.metricsUrl, tracker.latestUnreachableMs(t.key));
+    const startedMs = shared.startedMs;
+    const exposition = await shared.result;
     const endMs = nowMs();
+    const fetched = this.#loadOf(exposition, t);
     // The snapshot is dated at the scrape's start: the engine may already have counted
     // a request routed after that (see docs/load.md on the combining rule).
     let outcome: ScrapeOutcome = fetched.ok
@@ -270,7 +298,31 @@ export class MetricsScraper {
     s.retry.unref();
   }
 
-  async #fetchLoad(t: ScrapeTarget, timeoutMs: number): Promise<FetchResult> {
+  /**
+   * The GET of `url` out now if it began at or after `notBeforeMs` (null: any), else a
+   * new one (forgotten when it settles).
+   */
+  #sharedFetch(url: string, notBeforeMs: number | null): SharedFetch {
+    const out = this.#fetches.get(url);
+    if (out !== undefined && (notBeforeMs === null || out.startedMs >= notBeforeMs)) return out;
+    const startedMs = this.#opts.nowMs();
+    const result = this.#fetchExposition(url, this.#opts.timeoutMs);
+    const f: SharedFetch = { startedMs, result };
+    this.#fetches.set(url, f);
+    void result.finally(() => {
+      if (this.#fetches.get(url) === f) this.#fetches.delete(url);
+    });
+    return f;
+  }
+
+  /** One target's load from a (shared) exposition. */
+  #loadOf(e: ExpositionResult, t: ScrapeTarget): FetchResult {
+    if (!e.ok) return e;
+    const r = engineLoadOf(e.parsed, t);
+    return r.ok ? { ok: true, load: r.load, notes: r.notes } : r;
+  }
+
+  async #fetchExposition(url: string, timeoutMs: number): Promise<ExpositionResult> {
     // One controller per scrape, aborted by a timer this scraper owns or by stop(). Not
     // `AbortSignal.any([AbortSignal.timeout(…), stop])`: on Node 20.20.2 that combined
     // signal never fired in 20 of 20 hanging fetches while garbage collection ran (the
@@ -283,10 +335,10 @@ export class MetricsScraper {
     let text: string;
     try {
       const max = this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-      const res = await getText(t.metricsUrl, abort.signal, max);
+      const res = await getText(url, abort.signal, max);
       if (!res.ok) {
         return "status" in res
-          ? { ok: false, error: `HTTP ${res.status} from ${t.metricsUrl}` }
+          ? { ok: false, error: `HTTP ${res.status} from ${url}` }
           : { ok: false, error: `body exceeds ${max} bytes` };
       }
       text = res.text;
@@ -305,8 +357,7 @@ export class MetricsScraper {
       clearTimeout(timer);
       this.#inProgress.delete(abort);
     }
-    const parsed = parseEngineMetrics(text, t);
-    return parsed.ok ? { ok: true, load: parsed.load, notes: parsed.notes } : parsed;
+    return { ok: true, parsed: parseEngineExposition(text) };
   }
 }
 

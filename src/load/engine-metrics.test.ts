@@ -88,6 +88,35 @@ describe("parseEngineMetrics", () => {
     });
   });
 
+  it("reads each DP rank of SGLang's DP attention from its own first TP rank", () => {
+    // --tp 4 --dp 2 --enable-dp-attention --enable-metrics-for-all-schedulers: DP rank d
+    // is served by TP ranks 2d and 2d + 1, each repeating the rank's scheduler state.
+    const labels = (dp: number, tp: number) =>
+      `dp_rank="${dp}",engine_type="unified",model_name="m",moe_ep_rank="${tp}",pp_rank="0",tp_rank="${tp}"`;
+    const lines: string[] = [];
+    const per = [
+      { running: 6, waiting: 3, usage: 0.5 },
+      { running: 2, waiting: 1, usage: 0.25 },
+    ];
+    for (const [dp, v] of per.entries()) {
+      for (const tp of [2 * dp, 2 * dp + 1]) {
+        lines.push(`sglang:num_running_reqs{${labels(dp, tp)}} ${v.running}`);
+        lines.push(`sglang:num_queue_reqs{${labels(dp, tp)}} ${v.waiting}`);
+        lines.push(`sglang:token_usage{${labels(dp, tp)}} ${v.usage}`);
+        lines.push(`sglang:max_total_num_tokens{${labels(dp, tp)}} 16000`);
+      }
+    }
+    const text = `${lines.join("\n")}\n`;
+    for (const [dpRank, v] of per.entries()) {
+      const r = parseEngineMetrics(text, { kind: "sglang", model: "m", dpRank, blockSize: 16 });
+      expect(r).toEqual({
+        ok: true,
+        notes: [],
+        load: { running: v.running, waiting: v.waiting, kvUsage: v.usage, numGpuBlocks: 1000 },
+      });
+    }
+  });
+
   it("filters by model name when several models are served", () => {
     const text = [
       'vllm:num_requests_running{model_name="a"} 1',

@@ -12,7 +12,8 @@
  * One exposition can hold several series of a metric: vLLM serves one per `engine`
  * (data-parallel rank) and `model_name`; SGLang labels `dp_rank`, `tp_rank`, … The
  * series rule (also in docs/load.md): keep the worker's model if present; keep the
- * worker's rank (`engine` / `dp_rank`) if present; keep rank 0 of tp/pp/ep; then sum
+ * worker's rank (`engine` / `dp_rank`) if present; keep the lowest tp/pp/ep rank present
+ * (rank 0, or the first of the DP rank's group under SGLang's DP attention); then sum
  * counts and counters and average fractions.
  */
 
@@ -73,7 +74,22 @@ export const KV_USAGE_CLAMP_LIMIT = 1.5;
 
 /** Parse an exposition and extract the target's load. Never throws. */
 export function parseEngineMetrics(text: string, target: EngineMetricsTarget): EngineLoadResult {
-  const parsed = parsePrometheusText(text, { names: ENGINE_METRIC_NAMES });
+  return engineLoadOf(parseEngineExposition(text), target);
+}
+
+/** The lines of an exposition this module reads, parsed once for every rank it serves. */
+export function parseEngineExposition(text: string): PromParseResult {
+  return parsePrometheusText(text, { names: ENGINE_METRIC_NAMES });
+}
+
+/**
+ * The target's load from a parsed exposition (`parseEngineExposition`), with a note on
+ * the lines skipped. Reads `parsed` only: several ranks may share one.
+ */
+export function engineLoadOf(
+  parsed: PromParseResult,
+  target: EngineMetricsTarget,
+): EngineLoadResult {
   const result = engineLoadFromSamples(parsed, target);
   if (!result.ok || parsed.issues.length === 0) return result;
   const first = parsed.issues[0]!;
@@ -191,12 +207,31 @@ export function selectSeries(
     }
     break;
   }
+  // The lowest sub-rank present, not rank 0: under SGLang's DP attention the schedulers
+  // of DP rank d are TP ranks d·attn_tp … (d+1)·attn_tp − 1, so only rank 0 has a
+  // `tp_rank="0"` series, and keeping "all" for the others counted them attn_tp times.
   for (const label of SUB_RANK_LABELS) {
-    const zero = s.filter((x) => x.labels[label] === "0");
-    if (zero.length > 0)
-      s = s.filter((x) => x.labels[label] === undefined || x.labels[label] === "0");
+    const lowest = lowestRank(s, label);
+    if (lowest !== null)
+      s = s.filter((x) => x.labels[label] === undefined || x.labels[label] === lowest);
   }
   return s;
+}
+
+/** The smallest integer value of `label` among the series (as written), or null if none. */
+function lowestRank(s: readonly PromSample[], label: string): string | null {
+  let best: string | null = null;
+  let bestN = Number.POSITIVE_INFINITY;
+  for (const x of s) {
+    const v = x.labels[label];
+    if (v === undefined || !/^\d+$/.test(v)) continue;
+    const n = Number(v);
+    if (n < bestN) {
+      bestN = n;
+      best = v;
+    }
+  }
+  return best;
 }
 
 function sum(s: readonly PromSample[]): number {

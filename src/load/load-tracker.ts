@@ -201,6 +201,18 @@ export class LoadTracker {
     this.#changed(worker);
   }
 
+  /**
+   * When the latest signal still holding the worker out was given (null: reachable): only
+   * an observation that began at or after it clears every signal (`update`).
+   */
+  latestUnreachableMs(worker: WorkerKey): number | null {
+    const e = this.#entries.get(worker);
+    if (e === undefined || e.unreachable.size === 0) return null;
+    let latest = Number.NEGATIVE_INFINITY;
+    for (const u of e.unreachable.values()) if (u.atMs > latest) latest = u.atMs;
+    return latest;
+  }
+
   /** Why the worker is out ("events: disconnected; scrape: ECONNREFUSED"), or null. */
   unreachableReason(worker: WorkerKey): string | null {
     const e = this.#entries.get(worker);
