@@ -308,6 +308,37 @@ describe("Router.route", () => {
     // 10 blocks at the store weight 0.5
     expect(r.decision.candidates[0]!.newPrefillBlocks).toBe(5);
   });
+
+  it("counts a shared store only for the model it serves", () => {
+    // A store's blocks are one model's KV: the same tokens under another model are a miss.
+    const { router, index, registry, add } = setup();
+    add("a", { model: "m1" });
+    add("b", { model: "m2" });
+    for (const [id, model] of [
+      ["store:m1", "m1"],
+      ["store:any", null],
+    ] as const) {
+      registry.upsert({
+        workerId: id,
+        url: "http://127.0.0.1:9",
+        kind: "mooncake-store",
+        blockSize: BS,
+        model,
+      });
+    }
+    index.hold(workerKey("store:m1"), prompt(40), "disk");
+    index.hold(workerKey("store:any"), prompt(16), "disk");
+    const store = (model: string | undefined, tokens = prompt(40)) => {
+      const r = router.route({ tokenIds: tokens, ...(model === undefined ? {} : { model }) }, 0);
+      if (!r.ok) throw new Error(r.error.message);
+      return r.decision.candidates.map((c) => c.overlap.store);
+    };
+    expect(store("m1")).toEqual([10]);
+    expect(store("m2")).toEqual([4]);
+    expect(store(undefined)).toEqual([10, 10]);
+    expect(router.match({ tokenIds: prompt(40), model: "m2" }).store).toBe(4);
+    expect(router.match({ tokenIds: prompt(40), model: "m1" }).store).toBe(10);
+  });
 });
 
 describe("Router.match", () => {

@@ -63,7 +63,12 @@ export class Router {
   #config: SchedulerConfig;
   readonly #clock: () => number;
   #droppedInFlight = 0;
-  #storeCache: { version: number; keys: ReadonlySet<WorkerKey> } = { version: -1, keys: new Set() };
+  #storeCache: {
+    version: number;
+    keys: ReadonlySet<WorkerKey>;
+    /** The model of each registry store that names one (a store holds that model's KV). */
+    models: ReadonlyMap<WorkerKey, string>;
+  } = { version: -1, keys: new Set(), models: new Map() };
   readonly #columns: ColumnScorer;
   /** The index's typed-array lookup, when it has one (`RadixTreeIndex`). */
   readonly #slots: SlotMatcher | null;
@@ -204,7 +209,7 @@ export class Router {
     const buffer = slots === null ? null : slots.matchInto(keys, this.#matchBuffer);
     const t2 = clock();
 
-    const store = matches === null ? 0 : this.#storeOverlap(matches.workers);
+    const store = matches === null ? 0 : this.#storeOverlap(matches.workers, req.model);
     const promptTokens = req.tokenIds.length;
     const promptBlocks = keys.length >>> 1;
     /** Candidates whose overlap includes a prediction: what was reported, what predicted. */
@@ -335,7 +340,7 @@ export class Router {
     const keys = computeBlockKeys(req.tokenIds, blockSize, chainOf(req));
     const matches = d.index.findMatches(keys);
     const byWorker = indexMatches(matches.workers);
-    const store = this.#storeOverlap(matches.workers);
+    const store = this.#storeOverlap(matches.workers, req.model);
     return {
       promptTokens: req.tokenIds.length,
       promptBlocks: keys.length >>> 1,
@@ -416,11 +421,22 @@ export class Router {
     return { worker: w.key, overlap, load, stale, samePrefixPendingTokens: same };
   }
 
-  #storeOverlap(matches: readonly WorkerMatch[]): number {
+  /**
+   * The most leading blocks of the prompt a shared store holds, among the stores that
+   * serve `model` (a store with a model holds that model's KV only: the same tokens under
+   * another model are not a hit there; no model on either side matches any).
+   */
+  #storeOverlap(matches: readonly WorkerMatch[], model: string | undefined): number {
     const keys = this.#storeKeys();
     if (keys.size === 0) return 0;
+    const models = this.#storeCache.models;
     let best = 0;
-    for (const m of matches) if (keys.has(m.worker) && m.disk > best) best = m.disk;
+    for (const m of matches) {
+      if (!keys.has(m.worker) || m.disk <= best) continue;
+      const served = models.get(m.worker);
+      if (model !== undefined && served !== undefined && served !== model) continue;
+      best = m.disk;
+    }
     return best;
   }
 
@@ -431,6 +447,12 @@ export class Router {
     if (cache.version !== registry.version) {
       cache.version = registry.version;
       cache.keys = new Set([...registry.storeKeys(), ...(this.#d.storeHolders ?? [])]);
+      const models = new Map<WorkerKey, string>();
+      for (const key of registry.storeKeys()) {
+        const model = registry.get(key)?.model ?? null;
+        if (model !== null) models.set(key, model);
+      }
+      cache.models = models;
     }
     return cache.keys;
   }

@@ -28,8 +28,18 @@ export class ReferenceIndex {
   readonly workers = new Map<WorkerKey, Map<EngineBlockHash, Holding>>();
   readonly nodes = new Map<string, ModelNode>();
   readonly outcomes: Record<string, number> = {};
+  /** Per worker, engine hashes stored for two different blocks (until a clear). */
+  readonly #reused = new Map<WorkerKey, Set<EngineBlockHash>>();
 
-  constructor(readonly blockSize: number) {}
+  /**
+   * `ambiguousParents` (the index's rule): a stored event whose parent is a hash its
+   * worker used for two blocks is refused as `parent_ambiguous`. Off: chained from the
+   * block the hash last named (the index before that rule; knows at least as much).
+   */
+  constructor(
+    readonly blockSize: number,
+    readonly ambiguousParents = true,
+  ) {}
 
   apply(worker: WorkerKey, event: KvEvent): ApplyResult {
     let held = this.workers.get(worker);
@@ -37,7 +47,12 @@ export class ReferenceIndex {
       held = new Map();
       this.workers.set(worker, held);
     }
-    const r = this.#apply(held, event);
+    let reused = this.#reused.get(worker);
+    if (reused === undefined) {
+      reused = new Set();
+      this.#reused.set(worker, reused);
+    }
+    const r = this.#apply(held, reused, event);
     const k = `${event.type}/${r.status}`;
     this.outcomes[k] = (this.outcomes[k] ?? 0) + 1;
     this.#prune();
@@ -46,6 +61,7 @@ export class ReferenceIndex {
 
   removeWorker(worker: WorkerKey): void {
     this.workers.delete(worker);
+    this.#reused.delete(worker);
     this.#prune();
   }
 
@@ -97,7 +113,11 @@ export class ReferenceIndex {
     };
   }
 
-  #apply(held: Map<EngineBlockHash, Holding>, event: KvEvent): ApplyResult {
+  #apply(
+    held: Map<EngineBlockHash, Holding>,
+    reused: Set<EngineBlockHash>,
+    event: KvEvent,
+  ): ApplyResult {
     const ok = (status: ApplyStatus, unknownHashes = 0): ApplyResult => ({
       status,
       unknownHashes,
@@ -105,6 +125,7 @@ export class ReferenceIndex {
     switch (event.type) {
       case "cleared":
         held.clear();
+        reused.clear();
         return ok("applied");
       case "removed": {
         let unknown = 0;
@@ -145,6 +166,9 @@ export class ReferenceIndex {
         if (event.parentHash !== null) {
           const p = held.get(event.parentHash);
           if (p === undefined) return ok("parent_not_found");
+          if (this.ambiguousParents && reused.has(event.parentHash)) {
+            return ok("parent_ambiguous");
+          }
           parent = this.nodes.get(p.node)!;
           lora = parent.lora;
           prefix = parent.tokens;
@@ -160,7 +184,10 @@ export class ReferenceIndex {
             if (h.tiers.has(event.tier)) {
               h.copies.set(event.tier, (h.copies.get(event.tier) ?? 0) + 1);
             } else h.tiers.add(event.tier);
-          } else held.set(hash, { node: id, tiers: new Set([event.tier]), copies: new Map() });
+          } else {
+            if (h !== undefined) reused.add(hash);
+            held.set(hash, { node: id, tiers: new Set([event.tier]), copies: new Map() });
+          }
           parentId = id;
         });
         return ok("applied");

@@ -68,6 +68,9 @@ export function registerRouteRoutes(
       const d = result.decision;
       if (d.fallbacks.allStale && limits.onAllStale === "reject") {
         // Nothing is known to be alive: the caller is better told than sent to a corpse.
+        // The decision is undone whole: its predict-on-route blocks first (read from the
+        // in-flight record), or the worker keeps a prefix it was never sent, as GPU-held.
+        router.withdrawPrediction(d.requestId);
         deps.inFlight.done(d.requestId, deps.nowMs());
         metrics.recordFailure("no_fresh_worker");
         throw new ApiError(

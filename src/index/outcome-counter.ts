@@ -15,6 +15,7 @@ const STATUSES: readonly ApplyStatus[] = [
   "block_not_found",
   "block_size_mismatch",
   "invalid_token_count",
+  "parent_ambiguous",
 ];
 
 export class OutcomeCounter {
@@ -64,6 +65,8 @@ function statusIndex(status: ApplyStatus): number {
       return 3;
     case "invalid_token_count":
       return 4;
+    case "parent_ambiguous":
+      return 5;
     default: {
       const unknown: never = status;
       throw new TypeError(`unknown status ${String(unknown)}`);

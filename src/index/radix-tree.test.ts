@@ -293,6 +293,37 @@ describe("RadixTreeIndex", () => {
     expect(match(index, P)).toEqual({ [A]: m(1, 1, 1, 1) });
   });
 
+  it("refuses a parent hash the worker used for two blocks (unchained engine hashes)", () => {
+    // SGLang's `hash(tuple(page_tokens))`: page S has one hash under every prefix. The
+    // engine holds X→S and Y→S, then caches C after X→S (parent: S's hash).
+    const index = new RadixTreeIndex({ blockSize: BS });
+    const [X, Y, Z, S, C] = [block(0), block(10), block(20), block(30), block(40)];
+    index.applyEvent(A, stored([h(1)], null, X));
+    index.applyEvent(A, stored([h(5)], h(1), S));
+    index.applyEvent(A, stored([h(2)], null, Y));
+    index.applyEvent(A, stored([h(5)], h(2), S));
+    expect(index.applyEvent(A, stored([h(7)], h(5), C))).toEqual({
+      status: "parent_ambiguous",
+      unknownHashes: 0,
+    });
+    // Chained from Y→S it would claim Y, S, C; the engine holds only Y, S of that prompt.
+    expect(match(index, tokens(Y, S, C))).toEqual({ [A]: m(2, 2, 2, 3) });
+    expect(match(index, tokens(X, S, C))).toEqual({ [A]: m(1, 1, 1, 3) });
+    // The hash stays ambiguous once its entry goes: the engine may still hold X→S.
+    index.applyEvent(A, removed([h(5)]));
+    index.applyEvent(A, stored([h(3)], null, Z));
+    index.applyEvent(A, stored([h(5)], h(3), S));
+    expect(index.applyEvent(A, stored([h(7)], h(5), C)).status).toBe("parent_ambiguous");
+    expect(match(index, tokens(Z, S, C))).toEqual({ [A]: m(2, 2, 2, 4) });
+    expect(index.stats().outcomes["stored/parent_ambiguous"]).toBe(2);
+    // A clear empties the engine's cache: hashes name one block again.
+    index.applyEvent(A, cleared);
+    index.applyEvent(A, stored([h(1)], null, X));
+    index.applyEvent(A, stored([h(5)], h(1), S));
+    expect(index.applyEvent(A, stored([h(7)], h(5), C)).status).toBe("applied");
+    expect(match(index, tokens(X, S, C))).toEqual({ [A]: m(3, 3, 3, 3) });
+  });
+
   it("holds a block under two engine hashes until both are removed", () => {
     const index = new RadixTreeIndex({ blockSize: BS });
     index.applyEvent(A, stored([h(1)], null, P.slice(0, 4)));

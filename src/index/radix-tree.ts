@@ -57,6 +57,7 @@ const TIER_BITS = 7;
 const result = (status: ApplyStatus): ApplyResult => Object.freeze({ status, unknownHashes: 0 });
 const APPLIED = result("applied");
 const PARENT_NOT_FOUND = result("parent_not_found");
+const PARENT_AMBIGUOUS = result("parent_ambiguous");
 const BLOCK_SIZE_MISMATCH = result("block_size_mismatch");
 const INVALID_TOKEN_COUNT = result("invalid_token_count");
 const NO_WORDS = new Uint32Array(0) as HashWords;
@@ -119,6 +120,16 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
    * (an entry is one (worker, hash); its copies go when it goes).
    */
   readonly #copies = new Map<number, number>();
+  /**
+   * Per slot, the engine hashes that worker was seen using for two different blocks (a
+   * hash stored again under another parent while still held: SGLang's unchained
+   * `hash(tuple(page_tokens))`, or a missed removal), keyed `kind:hi:lo` → the interned
+   * id kept for it (−1 for integer hashes). A parent named by one of them is ambiguous: the
+   * engine may mean the block the index no longer maps it to, so chaining from the one it
+   * maps would index blocks under a prefix the worker does not hold. Kept until the
+   * worker is cleared (an entry dropped and stored again does not make the hash unique).
+   */
+  readonly #reused = new Map<number, Map<string, number>>();
   readonly #maxBlocks: number;
   /** Retired slots whose entries are not all reclaimed yet (flag per slot, and a list). */
   readonly #retired = new Uint8Array(MAX_WORKERS);
@@ -504,6 +515,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
           ? this.#lookup(w, c.parentHash!)
           : this.#lookupWords(w, c.words, c.parentPair);
       if (e < 0) return PARENT_NOT_FOUND;
+      if (this.#reused.size > 0 && this.#isReused(w)) return PARENT_AMBIGUOUS;
       parent = this.#entries.node(e);
       phi = this.#nodes.keyHi(parent);
       plo = this.#nodes.keyLo(parent);
@@ -609,7 +621,10 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     // The engine reused the hash for another block (e.g. re-stored under a new parent
     // after an eviction we did not see): an engine hash names one block at a time, so the
     // old placement is stale. Move the entry; the new placement has only this tier.
+    // The engine may still hold the old block under this hash (unchained hashes): a
+    // later event naming the hash as its parent cannot say which block it means.
     this.#holdings.attach(node, w, bit); // first: it alone can find a pool full
+    this.#markReused(w);
     if (this.#copies.size > 0) this.#dropCopies(e);
     entries.touch(e);
     entries.setNode(e, node);
@@ -664,6 +679,37 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     return { status: "block_not_found", unknownHashes: unknown };
   }
 
+  /** Worker `w` used the hash loaded in the parser for two blocks (see `#reused`). */
+  #markReused(w: number): void {
+    const hk = this.#hashes;
+    let marks = this.#reused.get(w);
+    if (marks === undefined) {
+      marks = new Map();
+      this.#reused.set(w, marks);
+    }
+    const k = `${hk.kind}:${hk.hi}:${hk.lo}`;
+    if (marks.has(k)) return;
+    // An interned id is kept while marked, so that it is never reused for another hash.
+    if (hk.kind !== 0) hk.retain(hk.lo);
+    marks.set(k, hk.kind !== 0 ? hk.lo : -1);
+  }
+
+  /** Whether worker `w` used the hash loaded in the parser for two blocks. */
+  #isReused(w: number): boolean {
+    const marks = this.#reused.get(w);
+    if (marks === undefined) return false;
+    const hk = this.#hashes;
+    return marks.has(`${hk.kind}:${hk.hi}:${hk.lo}`);
+  }
+
+  /** Slot `w` is cleared: its engine's cache is empty, no hash of it names two blocks. */
+  #forgetReused(w: number): void {
+    const marks = this.#reused.get(w);
+    if (marks === undefined) return;
+    for (const id of marks.values()) if (id >= 0) this.#hashes.release(id);
+    this.#reused.delete(w);
+  }
+
   /** Removes one extra copy of (entry, tier) if there is one. */
   #dropCopy(e: number, bit: number): boolean {
     const ck = e * 8 + bit;
@@ -689,6 +735,7 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     const slots = this.#workers;
     slots.retire(w);
     slots.diskRun[w] = -1;
+    if (this.#reused.size > 0) this.#forgetReused(w);
     this.#lastWorker = null;
     if (slots.blocks[w] === 0) {
       slots.recycle(w);
@@ -724,8 +771,12 @@ export class RadixTreeIndex implements PrefixIndex, WordsIndex, IndexUpkeep {
     const cap = slots.gpuCap[w]!;
     if (cap > 0 && slots.gpuEntries[w]! > cap) {
       this.#overflowResets++;
+      // Lost removals, not an empty engine: its reused hashes stay ambiguous.
+      const marks = this.#reused.get(w);
+      this.#reused.delete(w);
       this.#retire(w);
-      this.#slot(worker);
+      const fresh = this.#slot(worker);
+      if (marks !== undefined) this.#reused.set(fresh, marks);
     }
     const max = this.#maxBlocks;
     if (max === 0) return;

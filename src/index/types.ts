@@ -56,6 +56,11 @@ export type ApplyStatus =
   | "applied"
   /** stored: `parentHash` is not a block this worker is known to hold. */
   | "parent_not_found"
+  /**
+   * stored: `parentHash` is an engine hash this worker was seen using for two different
+   * blocks (unchained engine hashes), so which block it names is unknown.
+   */
+  | "parent_ambiguous"
   /** removed / token-less stored: an engine hash this worker is not known to hold. */
   | "block_not_found"
   /** stored: the event's block size differs from the index's. */
