@@ -29,6 +29,8 @@ export class ReplayedCopies<D> {
   }
 
   clear(): void {
+    // Called for every live batch applied: nothing to do (and nothing allocated) when empty.
+    if (this.#items.length === 0) return;
     this.#items = [];
     this.#head = 0;
   }
