@@ -10,6 +10,7 @@ import type {
 import { InFlightTracker } from "./load/in-flight.js";
 import { LoadTracker } from "./load/load-tracker.js";
 import { WorkerRegistry } from "./load/worker-registry.js";
+import { modelChain } from "./protocol/store-model.js";
 import { type WorkerKey, workerKey } from "./protocol/worker.js";
 import { Router, type RouterDeps } from "./router.js";
 import { resolveSchedulerConfig } from "./scheduler/config.js";
@@ -25,8 +26,13 @@ class SetIndex implements PrefixIndex {
   readonly held = new Map<WorkerKey, { gpu: Set<string>; host: Set<string>; disk: Set<string> }>();
   lookups = 0;
 
-  hold(worker: WorkerKey, tokens: number[], tier: "gpu" | "host" | "disk" = "gpu"): void {
-    const keys = computeBlockKeys(tokens, BS, null);
+  hold(
+    worker: WorkerKey,
+    tokens: number[],
+    tier: "gpu" | "host" | "disk" = "gpu",
+    chain: string | null = null,
+  ): void {
+    const keys = computeBlockKeys(tokens, BS, chain);
     let h = this.held.get(worker);
     if (h === undefined) {
       h = { gpu: new Set(), host: new Set(), disk: new Set() };
@@ -311,6 +317,8 @@ describe("Router.route", () => {
 
   it("counts a shared store only for the model it serves", () => {
     // A store's blocks are one model's KV: the same tokens under another model are a miss.
+    // Held on the plain chain: stored without a model_name (the configured model's, or
+    // unknown when the store names none).
     const { router, index, registry, add } = setup();
     add("a", { model: "m1" });
     add("b", { model: "m2" });
@@ -334,10 +342,39 @@ describe("Router.route", () => {
       return r.decision.candidates.map((c) => c.overlap.store);
     };
     expect(store("m1")).toEqual([10]);
-    expect(store("m2")).toEqual([4]);
-    expect(store(undefined)).toEqual([10, 10]);
-    expect(router.match({ tokenIds: prompt(40), model: "m2" }).store).toBe(4);
+    // Unknown model: no request naming a model gets it.
+    expect(store("m2")).toEqual([0]);
+    // Naming none in a fleet of m1 and m2 (it may run on b): only the unknown-model blocks.
+    expect(store(undefined)).toEqual([4, 4]);
+    expect(router.match({ tokenIds: prompt(40), model: "m2" }).store).toBe(0);
     expect(router.match({ tokenIds: prompt(40), model: "m1" }).store).toBe(10);
+    // Blocks stored for m2 (their own chain): m2's requests only, wherever they are held.
+    index.hold(workerKey("store:any"), prompt(24), "disk", modelChain("m2", null));
+    index.hold(workerKey("store:m1"), prompt(32), "disk", modelChain("m2", null));
+    expect(store("m2")).toEqual([6]);
+    expect(store("m1")).toEqual([10]);
+    expect(store(undefined)).toEqual([4, 4]);
+    // A LoRA or salted request is another chain under the model too.
+    expect(router.match({ tokenIds: prompt(40), model: "m2", cacheSalt: "s" }).store).toBe(0);
+  });
+
+  it("reads a request naming no model as the fleet's model when every engine names it", () => {
+    const { router, index, registry, add } = setup();
+    add("a", { model: "m" });
+    add("b", { model: "m" });
+    registry.upsert({
+      workerId: "store:mc",
+      url: "http://127.0.0.1:9",
+      kind: "mooncake-store",
+      blockSize: BS,
+    });
+    index.hold(workerKey("store:mc"), prompt(40), "disk", modelChain("m", null));
+    index.hold(workerKey("store:mc"), prompt(40, 2), "disk", modelChain("other", null));
+    expect(router.match({ tokenIds: prompt(40) }).store).toBe(10);
+    expect(router.match({ tokenIds: prompt(40, 2) }).store).toBe(0);
+    add("c"); // serves any model: a request naming none may run as another
+    expect(router.match({ tokenIds: prompt(40) }).store).toBe(0);
+    expect(router.match({ tokenIds: prompt(40), model: "m" }).store).toBe(10);
   });
 });
 

@@ -20,6 +20,7 @@ import type { BlockKeySeq, PrefixIndex, WorkerMatch } from "./index/types.js";
 import { effectiveLoad, samePrefixPending } from "./load/effective-load.js";
 import { addTotals } from "./load/predicted-load-source.js";
 import type { InFlightTotals, WorkerInfo } from "./load/types.js";
+import { modelChain } from "./protocol/store-model.js";
 import type { WorkerKey } from "./protocol/worker.js";
 import { ColumnScorer } from "./router-columns.js";
 import type {
@@ -68,7 +69,9 @@ export class Router {
     keys: ReadonlySet<WorkerKey>;
     /** The model of each registry store that names one (a store holds that model's KV). */
     models: ReadonlyMap<WorkerKey, string>;
-  } = { version: -1, keys: new Set(), models: new Map() };
+    /** The model every routable engine names, if they all name the same one; else null. */
+    fleetModel: string | null;
+  } = { version: -1, keys: new Set(), models: new Map(), fleetModel: null };
   readonly #columns: ColumnScorer;
   /** The index's typed-array lookup, when it has one (`RadixTreeIndex`). */
   readonly #slots: SlotMatcher | null;
@@ -209,7 +212,7 @@ export class Router {
     const buffer = slots === null ? null : slots.matchInto(keys, this.#matchBuffer);
     const t2 = clock();
 
-    const store = matches === null ? 0 : this.#storeOverlap(matches.workers, req.model);
+    const store = matches === null ? 0 : this.#storeOverlap(matches.workers, req);
     const promptTokens = req.tokenIds.length;
     const promptBlocks = keys.length >>> 1;
     /** Candidates whose overlap includes a prediction: what was reported, what predicted. */
@@ -340,7 +343,7 @@ export class Router {
     const keys = computeBlockKeys(req.tokenIds, blockSize, chainOf(req));
     const matches = d.index.findMatches(keys);
     const byWorker = indexMatches(matches.workers);
-    const store = this.#storeOverlap(matches.workers, req.model);
+    const store = this.#storeOverlap(matches.workers, req);
     return {
       promptTokens: req.tokenIds.length,
       promptBlocks: keys.length >>> 1,
@@ -422,20 +425,45 @@ export class Router {
   }
 
   /**
-   * The most leading blocks of the prompt a shared store holds, among the stores that
-   * serve `model` (a store with a model holds that model's KV only: the same tokens under
-   * another model are not a hit there; no model on either side matches any).
+   * The most leading blocks of the prompt a shared store holds for the request's model
+   * (docs/cost-function.md, "Shared stores and models"). `plain`: the lookup of the
+   * request's own keys, where a store's blocks of unknown model are (stored without a
+   * `model_name`); its blocks of a model are keyed under that model (`modelChain`) and
+   * looked up here under the request's model. The request's model is the one it names,
+   * else the fleet's when every routable engine names the same one (it runs as that
+   * model wherever it goes), else unknown. Then, per store:
+   * - configured with a `model`: it holds that model's KV; counted only when the request's
+   *   model is that one, its unnamed blocks as that model's, its blocks named for another
+   *   model never;
+   * - configured without: its blocks of a model count for requests of that model, its
+   *   unnamed blocks only for requests naming no model (unknown on both sides).
    */
-  #storeOverlap(matches: readonly WorkerMatch[], model: string | undefined): number {
+  #storeOverlap(
+    plain: readonly WorkerMatch[],
+    req: Pick<RouteRequest, "tokenIds" | "loraName" | "cacheSalt" | "model">,
+  ): number {
     const keys = this.#storeKeys();
     if (keys.size === 0) return 0;
-    const models = this.#storeCache.models;
+    const cache = this.#storeCache;
+    const configured = cache.models;
+    const named = req.model !== undefined;
+    const model = req.model ?? cache.fleetModel;
     let best = 0;
-    for (const m of matches) {
+    for (const m of plain) {
       if (!keys.has(m.worker) || m.disk <= best) continue;
-      const served = models.get(m.worker);
-      if (model !== undefined && served !== undefined && served !== model) continue;
-      best = m.disk;
+      const served = configured.get(m.worker);
+      if (served === undefined ? !named : served === model) best = m.disk;
+    }
+    if (model === null) return best;
+    // The store's blocks of `model`: their own chain (only stores hold such keys).
+    const d = this.#d;
+    const blockSize = d.index.blockSize;
+    if (Math.floor(req.tokenIds.length / blockSize) <= best) return best;
+    const modelKeys = computeBlockKeys(req.tokenIds, blockSize, modelChain(model, chainOf(req)));
+    for (const m of d.index.findMatches(modelKeys).workers) {
+      if (!keys.has(m.worker) || m.disk <= best) continue;
+      const served = configured.get(m.worker);
+      if (served === undefined || served === model) best = m.disk;
     }
     return best;
   }
@@ -453,6 +481,15 @@ export class Router {
         if (model !== null) models.set(key, model);
       }
       cache.models = models;
+      let fleetModel: string | null = null;
+      for (const w of registry.routable(null)) {
+        if (w.model === null || (fleetModel !== null && w.model !== fleetModel)) {
+          fleetModel = null;
+          break;
+        }
+        fleetModel = w.model;
+      }
+      cache.fleetModel = fleetModel;
     }
     return cache.keys;
   }

@@ -8,7 +8,9 @@
  * - integers: 16 lowercase hex digits of the value as an unsigned 64-bit two's
  *   complement (so -1 and 2^64-1 are the same hash, as they are on the engine);
  * - binary digests: "b:" + lowercase hex of the bytes;
- * - strings: "s:" + the string as sent.
+ * - strings: "s:" + the string as sent;
+ * - a shared store's hash under a model: "m:" + the model's length + ":" + the model +
+ *   the hash's own form (`engineHashInModel`).
  *
  * The three forms cannot collide with each other, equality is `===`, and the value is
  * directly usable as a Map key. The brand keeps it from being mixed up with the
@@ -78,4 +80,13 @@ export function engineHashFromBytes(bytes: Uint8Array): EngineBlockHash {
 /** From a string id (Mooncake). The empty string means "unset" there: callers check first. */
 export function engineHashFromString(value: string): EngineBlockHash {
   return `s:${value}` as EngineBlockHash;
+}
+
+/**
+ * A store's block hash qualified by the model it was stored for (Mooncake `model_name`):
+ * the same hash stored for two models is two blocks (their KV differs), so a store
+ * holder's hash table keeps them apart. The length prefix makes it unambiguous.
+ */
+export function engineHashInModel(model: string, hash: EngineBlockHash): EngineBlockHash {
+  return `m:${model.length}:${model}${hash}` as EngineBlockHash;
 }

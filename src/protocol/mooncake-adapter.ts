@@ -9,11 +9,20 @@
  * hash (e.g. one object per tensor-parallel shard), so a block stays on a tier until
  * the last key holding it there is gone. Pure and synchronous: one adapter per store
  * stream, fed in order, `reset()` when that stream's state is lost.
+ *
+ * One store may hold several models' KV, and two models with one tokenizer give the same
+ * tokens (and block hashes) for the same prompt. A block stored with a `model_name` is
+ * therefore that model's: its hash and parent are qualified by the model
+ * (`engineHashInModel`) and its chain rooted at `modelChain(model)`, so the index keys it
+ * apart from every other model's and the router finds it only for requests of that model
+ * (docs/cost-function.md, "Shared stores and models"). A block without one keeps its hash
+ * and the plain chain: its model is unknown.
  */
 
-import { type EngineBlockHash, engineHashFromString } from "./engine-hash.js";
+import { type EngineBlockHash, engineHashFromString, engineHashInModel } from "./engine-hash.js";
 import { type BlockStoredEvent, type KvEvent, TIERS, type Tier, tierOfMedium } from "./events.js";
 import type { MooncakeBatch, MooncakeEvent, MooncakeReplica } from "./mooncake-codec.js";
+import { modelChain } from "./store-model.js";
 
 interface KeyState {
   readonly id: EngineBlockHash;
@@ -55,7 +64,13 @@ export class MooncakeStoreAdapter {
     switch (event.type) {
       case "BlockStoreEvent": {
         // No block hash: the object key is the only id the store gives us.
-        const id = event.blockHash ?? engineHashFromString(event.key);
+        const model = event.modelName;
+        const raw = event.blockHash ?? engineHashFromString(event.key);
+        const id = model === "" ? raw : engineHashInModel(model, raw);
+        const parent =
+          event.parentHash === null || model === ""
+            ? event.parentHash
+            : engineHashInModel(model, event.parentHash);
         const out: KvEvent[] = [];
         let prev = this.#keys.get(event.key);
         if (prev !== undefined && prev.id !== id) {
@@ -72,15 +87,16 @@ export class MooncakeStoreAdapter {
         const template: BlockStoredEvent = {
           type: "stored",
           blockHashes: [id],
-          parentHash: event.parentHash,
+          parentHash: parent,
           tokenIds: event.tokenIds,
           blockSize: event.tokenIds.length,
           loraId: null,
-          loraName: null,
+          // The chain's root: the model's own (a block with a parent continues its chain).
+          loraName: model === "" || parent !== null ? null : modelChain(model, null),
           medium: null,
           tier: "gpu",
         };
-        const state = prev ?? { id, parent: event.parentHash, tiers: new Map() };
+        const state = prev ?? { id, parent, tiers: new Map() };
         out.push(...this.#retier(event.key, state, tiers, template));
         return out;
       }

@@ -2,11 +2,12 @@ import { encode } from "@msgpack/msgpack";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { DECODE_ERROR_CODES } from "./decode-error.js";
-import { engineHashFromString } from "./engine-hash.js";
+import { engineHashFromString, engineHashInModel } from "./engine-hash.js";
 import type { KvEvent } from "./events.js";
 import { MooncakeStoreAdapter } from "./mooncake-adapter.js";
 import { decodeMooncakeBatch, type MooncakeBatch } from "./mooncake-codec.js";
 import { encodeMooncakeBatch, type MooncakeWireEvent } from "./mooncake-encoder.js";
+import { modelChain } from "./store-model.js";
 
 const MEM = ["memory", "tcp://127.0.0.1:6000"] as const;
 const DISK = ["disk", "/data/blocks/k1.bin"] as const;
@@ -205,6 +206,34 @@ describe("MooncakeStoreAdapter", () => {
       ["stored", h("0x2")],
     ]);
     expect(a.stats()).toMatchObject({ keys: 1, rekeyed: 1 });
+  });
+
+  it("keeps the same hash stored for two models apart, each under its model's chain", () => {
+    const a = new MooncakeStoreAdapter();
+    const m1 = { ...store("m1/k", [MEM], "0xc", ""), modelName: "m1" };
+    const m2 = { ...store("m2/k", [MEM], "0xc", ""), modelName: "m2" };
+    const m2Child = { ...store("m2/k2", [MEM], "0xd", "0xc"), modelName: "m2" };
+    const out = run(a, [m1, m2, m2Child]);
+    expect(
+      out.map((e) => e.type === "stored" && [e.blockHashes[0], e.parentHash, e.loraName]),
+    ).toEqual([
+      [engineHashInModel("m1", h("0xc")), null, modelChain("m1", null)],
+      [engineHashInModel("m2", h("0xc")), null, modelChain("m2", null)],
+      // A child continues its parent's chain: the parent is the model's too.
+      [engineHashInModel("m2", h("0xd")), engineHashInModel("m2", h("0xc")), null],
+    ]);
+    // Not one block held by two keys: m1's goes when m1's key does.
+    expect(run(a, [{ type: "BlockUpdateEvent", key: "m1/k", replicas: [] }])).toEqual([
+      {
+        type: "removed",
+        blockHashes: [engineHashInModel("m1", h("0xc"))],
+        medium: "memory",
+        tier: "host",
+      },
+    ]);
+    // A key re-stored for another model is another block.
+    expect(run(a, [{ ...m2, modelName: "m3" }]).map((e) => e.type)).toEqual(["removed", "stored"]);
+    expect(a.stats().rekeyed).toBe(1);
   });
 
   it("RemoveAllEvent clears the holder and the adapter's state; empty stores are counted", () => {
