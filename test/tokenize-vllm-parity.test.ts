@@ -1,0 +1,114 @@
+/**
+ * Chat requests whose prompt vLLM's OpenAI server builds in a way worth pinning, each
+ * checked against the prompt text derived by hand from vLLM's rules (docs/
+ * gateway-tokenization.md, "What vLLM does, case by case") and Qwen3's template, encoded by
+ * the same tokenizer with add_special_tokens=false.
+ */
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  bundledQwen3Dir,
+  type ChatRequestLike,
+  type LocalTokenizer,
+  loadModelTokenizer,
+} from "../src/tokenize/index.js";
+
+let tok: LocalTokenizer;
+beforeAll(async () => {
+  tok = await loadModelTokenizer(bundledQwen3Dir(), { threads: 0 });
+});
+afterAll(async () => {
+  await tok?.close();
+});
+
+const S = "<|im_start|>";
+const E = "<|im_end|>\n";
+const GEN = `${S}assistant\n`;
+
+async function expectPrompt(request: ChatRequestLike, text: string): Promise<void> {
+  expect(tok.renderChat(request)).toBe(text);
+  expect((await tok.tokenizeChat(request)).tokenIds).toEqual(tok.encodeSync(text));
+}
+
+describe("chat prompts as vLLM renders them (Qwen3)", () => {
+  it("joins several text parts with a newline (string content format)", async () => {
+    await expectPrompt(
+      {
+        messages: [
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "first" },
+              { type: "text", text: "second" },
+            ],
+          },
+        ],
+      },
+      `${S}user\nfirst\nsecond${E}${GEN}`,
+    );
+  });
+
+  it("renders an assistant tool call with content null or missing, arguments string or object", async () => {
+    const call = (args: unknown) => [
+      { id: "c1", type: "function", function: { name: "f", arguments: args } },
+    ];
+    const text =
+      `${S}user\nq${E}${S}assistant\n<tool_call>\n{"name": "f", "arguments": {"x": 1, "y": "é"}}\n</tool_call>${E}` +
+      `${S}user\n<tool_response>\nr\n</tool_response>${E}${GEN}`;
+    for (const assistant of [
+      { role: "assistant", content: null, tool_calls: call('{"x":1,"y":"é"}') },
+      { role: "assistant", tool_calls: call({ x: 1, y: "é" }) },
+    ]) {
+      await expectPrompt(
+        {
+          messages: [
+            { role: "user", content: "q" },
+            assistant,
+            { role: "tool", tool_call_id: "c1", content: "r" },
+          ],
+        },
+        text,
+      );
+    }
+  });
+
+  it("passes chat_template_kwargs the template reads (enable_thinking: false)", async () => {
+    await expectPrompt(
+      {
+        messages: [{ role: "user", content: "hi" }],
+        chat_template_kwargs: { enable_thinking: false, unknown_kwarg: 1 },
+      },
+      `${S}user\nhi${E}${GEN}<think>\n\n</think>\n\n`,
+    );
+  });
+
+  it("continue_final_message with add_generation_prompt false leaves the final message open", async () => {
+    await expectPrompt(
+      {
+        messages: [
+          { role: "user", content: "hi" },
+          { role: "assistant", content: "Hello, " },
+        ],
+        add_generation_prompt: false,
+        continue_final_message: true,
+      },
+      // The final assistant message comes after the last user turn: the template opens a
+      // think block for it; the cut ends the prompt at its content.
+      `${S}user\nhi${E}${S}assistant\n<think>\n\n</think>\n\nHello, `,
+    );
+  });
+
+  it("keeps a system message that is not first, ignores a name, drops an unknown role", async () => {
+    await expectPrompt(
+      {
+        messages: [
+          { role: "user", content: "a", name: "alice" },
+          { role: "system", content: "late rule" },
+          { role: "critic", content: "not rendered by Qwen3's template" },
+          { role: "user", content: "b" },
+        ],
+      },
+      `${S}user\na${E}${S}system\nlate rule${E}${S}user\nb${E}${GEN}`,
+    );
+  });
+});
