@@ -112,3 +112,23 @@ describe("chat prompts as vLLM renders them (Qwen3)", () => {
     );
   });
 });
+
+describe("request fields over chat_template_kwargs (vLLM build_chat_params)", () => {
+  it("a chat_template_kwargs add_generation_prompt does not override the request's (default true)", async () => {
+    await expectPrompt(
+      {
+        messages: [{ role: "user", content: "hi" }],
+        chat_template_kwargs: { add_generation_prompt: false },
+      },
+      `${S}user\nhi${E}${GEN}`,
+    );
+    await expectPrompt(
+      {
+        messages: [{ role: "user", content: "hi" }],
+        add_generation_prompt: false,
+        chat_template_kwargs: { add_generation_prompt: true },
+      },
+      `${S}user\nhi${E}`,
+    );
+  });
+});

@@ -85,14 +85,17 @@ export class ChatRenderer {
     if (rejected.length > 0) {
       throw bad(`Found unexpected chat template kwargs from request: ${rejected.join(", ")}`);
     }
-    const vars: Record<string, unknown> = {
-      add_generation_prompt: request.add_generation_prompt ?? true,
-      continue_final_message: request.continue_final_message ?? false,
-      tools,
-      documents: request.documents ?? null,
-    };
+    const vars: Record<string, unknown> = { tools, documents: null };
     for (const [k, v] of Object.entries(kwargs)) {
       if (c.names.has(k) || HF_BASE_PARAMS.has(k)) vars[k] = v;
+    }
+    // vLLM merges the request's own fields over chat_template_kwargs (`build_chat_params`:
+    // `merge_kwargs(chat_template_kwargs, {add_generation_prompt, …})`, a null one not
+    // counting), so a kwarg of the same name never wins; the booleans always have a value.
+    vars.add_generation_prompt = request.add_generation_prompt ?? true;
+    vars.continue_final_message = request.continue_final_message ?? false;
+    if (request.documents !== undefined && request.documents !== null) {
+      vars.documents = request.documents;
     }
     const addGen = vars.add_generation_prompt === true;
     const cont = vars.continue_final_message === true;
