@@ -132,3 +132,18 @@ describe("request fields over chat_template_kwargs (vLLM build_chat_params)", ()
     );
   });
 });
+
+describe("reasoning_effort (vLLM build_chat_params)", () => {
+  const messages = [{ role: "user", content: "hi" }];
+  it('"none" turns Qwen3\'s thinking off; another effort or an explicit kwarg does not', async () => {
+    await expectPrompt(
+      { messages, reasoning_effort: "none" },
+      `${S}user\nhi${E}${GEN}<think>\n\n</think>\n\n`,
+    );
+    await expectPrompt({ messages, reasoning_effort: "low" }, `${S}user\nhi${E}${GEN}`);
+    await expectPrompt(
+      { messages, reasoning_effort: "none", chat_template_kwargs: { enable_thinking: true } },
+      `${S}user\nhi${E}${GEN}`,
+    );
+  });
+});

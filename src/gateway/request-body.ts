@@ -123,6 +123,7 @@ function parseChat(b: Body): ChatRequestLike {
   optional(b, "add_generation_prompt", isBool, "a boolean");
   optional(b, "continue_final_message", isBool, "a boolean");
   optional(b, "documents", isArray, "an array");
+  optional(b, "reasoning_effort", isString, "a string");
   // The same function reads the fields again from the body's bytes on a tokenizer thread.
   return chatRequestOf(b);
 }

@@ -97,6 +97,16 @@ export class ChatRenderer {
     if (request.documents !== undefined && request.documents !== null) {
       vars.documents = request.documents;
     }
+    // And `reasoning_effort` (vLLM's, not OpenAI's only): passed on, and unless the
+    // kwargs name `enable_thinking`, it sets `enable_thinking = effort != "none"`.
+    const effort = request.reasoning_effort;
+    if (typeof effort === "string") {
+      vars.reasoning_effort = effort;
+      if (!("enable_thinking" in kwargs)) vars.enable_thinking = effort !== "none";
+    }
+    for (const k of ["reasoning_effort", "enable_thinking"]) {
+      if (k in vars && !c.names.has(k)) delete vars[k];
+    }
     const addGen = vars.add_generation_prompt === true;
     const cont = vars.continue_final_message === true;
     if (addGen && cont) {

@@ -28,6 +28,8 @@ export interface ChatRequestLike {
   /** vLLM; default false. */
   readonly continue_final_message?: boolean;
   readonly documents?: readonly unknown[];
+  /** vLLM passes it to the template and derives `enable_thinking` from it. */
+  readonly reasoning_effort?: string;
 }
 
 /**
@@ -49,6 +51,7 @@ const CHAT_OPTIONAL_FIELDS = [
   "add_generation_prompt",
   "continue_final_message",
   "documents",
+  "reasoning_effort",
 ] as const satisfies readonly (keyof ChatRequestLike)[];
 
 export interface PromptTokenizer {
