@@ -147,3 +147,17 @@ describe("reasoning_effort (vLLM build_chat_params)", () => {
     );
   });
 });
+
+describe("a request's own chat_template", () => {
+  it("is refused locally (bad_request: routed on load alone), never rendered as the model's", async () => {
+    const request = {
+      messages: [{ role: "user", content: "hi" }],
+      chat_template: "{% for m in messages %}{{ m.content }}{% endfor %}",
+    };
+    await expect(tok.tokenizeChat(request)).rejects.toMatchObject({
+      code: "bad_request",
+      message: expect.stringMatching(/--trust-request-chat-template/),
+    });
+    expect(() => tok.renderChat(request)).toThrow(/chat_template/);
+  });
+});

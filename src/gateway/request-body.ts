@@ -124,6 +124,7 @@ function parseChat(b: Body): ChatRequestLike {
   optional(b, "continue_final_message", isBool, "a boolean");
   optional(b, "documents", isArray, "an array");
   optional(b, "reasoning_effort", isString, "a string");
+  optional(b, "chat_template", isString, "a string");
   // The same function reads the fields again from the body's bytes on a tokenizer thread.
   return chatRequestOf(b);
 }

@@ -72,6 +72,13 @@ export class ChatRenderer {
 
   /** The prompt text vLLM would tokenize for this request. */
   render(request: ChatRequestLike): string {
+    if (request.chat_template !== undefined && request.chat_template !== null) {
+      // vLLM refuses it without --trust-request-chat-template and renders it with the flag;
+      // which one a worker does is not known here, and a client's template is not run here.
+      throw bad(
+        "a request's own chat_template is not rendered locally (vLLM renders it only with --trust-request-chat-template)",
+      );
+    }
     const tools = toToolDicts(request.tools);
     const source = pickChatTemplate(this.#files.chatTemplates, tools !== null);
     if (source === null) {

@@ -30,6 +30,8 @@ export interface ChatRequestLike {
   readonly documents?: readonly unknown[];
   /** vLLM passes it to the template and derives `enable_thinking` from it. */
   readonly reasoning_effort?: string;
+  /** The request's own template (vLLM: only with --trust-request-chat-template). */
+  readonly chat_template?: string;
 }
 
 /**
@@ -52,6 +54,7 @@ const CHAT_OPTIONAL_FIELDS = [
   "continue_final_message",
   "documents",
   "reasoning_effort",
+  "chat_template",
 ] as const satisfies readonly (keyof ChatRequestLike)[];
 
 export interface PromptTokenizer {
