@@ -5,6 +5,9 @@
  * the same tokenizer with add_special_tokens=false.
  */
 
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   bundledQwen3Dir,
@@ -159,5 +162,61 @@ describe("a request's own chat_template", () => {
       message: expect.stringMatching(/--trust-request-chat-template/),
     });
     expect(() => tok.renderChat(request)).toThrow(/chat_template/);
+  });
+});
+
+/** A tiny model whose completions get a BOS (`add_bos_token`), like Llama 3's. */
+function bosModelDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "kvr-bos-"));
+  const tokenizer = {
+    version: "1.0",
+    added_tokens: [
+      { id: 6, content: "<s>", single_word: false, lstrip: false, rstrip: false, special: true },
+    ],
+    normalizer: null,
+    pre_tokenizer: { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true },
+    post_processor: null,
+    decoder: { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true },
+    model: {
+      type: "BPE",
+      dropout: null,
+      unk_token: "<unk>",
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      vocab: { "<unk>": 0, "▁": 1, a: 2, b: 3, "▁a": 4, "▁b": 5 },
+      merges: ["▁ a", "▁ b"],
+    },
+  };
+  const config = {
+    bos_token: "<s>",
+    add_bos_token: true,
+    chat_template: "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
+  };
+  writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(tokenizer));
+  writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));
+  return dir;
+}
+
+describe("add_special_tokens on a chat (vLLM: default false)", () => {
+  it("true adds the BOS a completion gets, on top of the template's; default adds none", async () => {
+    const dir = bosModelDir();
+    const bos = await loadModelTokenizer(dir, { threads: 0 });
+    try {
+      const messages = [{ role: "user", content: "a b" }];
+      const plain = bos.encodeSync("<s>a b");
+      expect(plain[0]).toBe(6);
+      expect((await bos.tokenizeCompletion("a b")).tokenIds[0]).toBe(6);
+      expect((await bos.tokenizeChat({ messages })).tokenIds).toEqual(plain);
+      const request = { messages, add_special_tokens: true };
+      expect((await bos.tokenizeChat(request)).tokenIds).toEqual([6, ...plain]);
+      expect(bos.encodeChatSync(request)).toEqual([6, ...plain]);
+      // What a tokenizer thread answers.
+      expect([...bos.tokenizeChatIdsSync(request).ids]).toEqual([6, ...plain]);
+    } finally {
+      await bos.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

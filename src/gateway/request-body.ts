@@ -125,6 +125,7 @@ function parseChat(b: Body): ChatRequestLike {
   optional(b, "documents", isArray, "an array");
   optional(b, "reasoning_effort", isString, "a string");
   optional(b, "chat_template", isString, "a string");
+  optional(b, "add_special_tokens", isBool, "a boolean");
   // The same function reads the fields again from the body's bytes on a tokenizer thread.
   return chatRequestOf(b);
 }

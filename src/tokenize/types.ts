@@ -32,6 +32,8 @@ export interface ChatRequestLike {
   readonly reasoning_effort?: string;
   /** The request's own template (vLLM: only with --trust-request-chat-template). */
   readonly chat_template?: string;
+  /** vLLM; default false for chats (true adds e.g. a BOS on top of the template's). */
+  readonly add_special_tokens?: boolean;
 }
 
 /**
@@ -55,6 +57,7 @@ const CHAT_OPTIONAL_FIELDS = [
   "documents",
   "reasoning_effort",
   "chat_template",
+  "add_special_tokens",
 ] as const satisfies readonly (keyof ChatRequestLike)[];
 
 export interface PromptTokenizer {
