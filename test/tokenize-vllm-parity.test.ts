@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseGatewayRequest } from "../src/gateway/request-body.js";
 import {
   bundledQwen3Dir,
   type ChatRequestLike,
@@ -214,6 +215,25 @@ describe("add_special_tokens on a chat (vLLM: default false)", () => {
       expect(bos.encodeChatSync(request)).toEqual([6, ...plain]);
       // What a tokenizer thread answers.
       expect([...bos.tokenizeChatIdsSync(request).ids]).toEqual([6, ...plain]);
+    } finally {
+      await bos.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("add_special_tokens on a completion (vLLM: default true)", () => {
+  it("false leaves the BOS out, on the caller's thread and a tokenizer thread's path", async () => {
+    const req = parseGatewayRequest("completion", { prompt: "a b", add_special_tokens: false });
+    expect(req.addSpecialTokens).toBe(false);
+    expect(parseGatewayRequest("completion", { prompt: "a b" }).addSpecialTokens).toBe(true);
+    const dir = bosModelDir();
+    const bos = await loadModelTokenizer(dir, { threads: 0 });
+    try {
+      const bare = bos.encodeSync("a b");
+      expect((await bos.tokenizeCompletion("a b")).tokenIds).toEqual([6, ...bare]);
+      expect((await bos.tokenizeCompletion("a b", false)).tokenIds).toEqual(bare);
+      expect(bos.tokenizeCompletionSync("a b", false).tokenIds).toEqual(bare);
     } finally {
       await bos.close();
       rmSync(dir, { recursive: true, force: true });

@@ -103,13 +103,17 @@ export class LocalTokenizer implements PromptTokenizer {
     this.#requestsOffThread = o.requestsOffThread;
   }
 
-  async tokenizeCompletion(prompt: string): Promise<TokenizeResult> {
+  async tokenizeCompletion(prompt: string, addSpecialTokens = true): Promise<TokenizeResult> {
     if (typeof prompt !== "string")
       throw new TokenizeError("bad_request", "'prompt' must be a string");
     this.#checkOpen();
-    const off = this.#offThread({ kind: "completion", prompt }, prompt, prompt.length);
+    const job: RequestJob = addSpecialTokens
+      ? { kind: "completion", prompt }
+      : { kind: "completion", prompt, special: false };
+    const off = this.#offThread(job, prompt, prompt.length);
     if (off !== null) return off;
     const body = await this.#encodeText(prompt);
+    if (!addSpecialTokens) return body;
     return {
       tokenIds: [...this.#encoder.prefix, ...body.tokenIds, ...this.#encoder.suffix],
       cachedSegments: body.cachedSegments,
@@ -150,10 +154,11 @@ export class LocalTokenizer implements PromptTokenizer {
   }
 
   /** A completion's ids on this thread, through the segment cache. */
-  tokenizeCompletionSync(prompt: string): TokenizeResult {
+  tokenizeCompletionSync(prompt: string, addSpecialTokens = true): TokenizeResult {
     if (typeof prompt !== "string")
       throw new TokenizeError("bad_request", "'prompt' must be a string");
     const body = this.#encodeTextSync(prompt);
+    if (!addSpecialTokens) return body;
     return {
       tokenIds: [...this.#encoder.prefix, ...body.tokenIds, ...this.#encoder.suffix],
       cachedSegments: body.cachedSegments,

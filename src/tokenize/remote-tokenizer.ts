@@ -39,8 +39,12 @@ export class RemoteTokenizer implements PromptTokenizer {
     if (options.authorization != null) this.#headers.authorization = options.authorization;
   }
 
-  tokenizeCompletion(prompt: string): Promise<TokenizeResult> {
-    return this.#post(this.model === "" ? { prompt } : { model: this.model, prompt });
+  tokenizeCompletion(prompt: string, addSpecialTokens = true): Promise<TokenizeResult> {
+    const body: Record<string, unknown> =
+      this.model === "" ? { prompt } : { model: this.model, prompt };
+    // vLLM's /tokenize takes the field too (TokenizeCompletionRequest, default true).
+    if (!addSpecialTokens) body.add_special_tokens = false;
+    return this.#post(body);
   }
 
   tokenizeChat(request: ChatRequestLike): Promise<TokenizeResult> {

@@ -62,8 +62,11 @@ const CHAT_OPTIONAL_FIELDS = [
 
 export interface PromptTokenizer {
   readonly model: string;
-  /** /v1/completions prompt text (vLLM adds special tokens = BOS when the tokenizer config says so). */
-  tokenizeCompletion(prompt: string): Promise<TokenizeResult>;
+  /**
+   * /v1/completions prompt text. vLLM adds special tokens (e.g. a BOS, as the tokenizer
+   * config says) unless the request's `add_special_tokens` is false.
+   */
+  tokenizeCompletion(prompt: string, addSpecialTokens?: boolean): Promise<TokenizeResult>;
   /**
    * /v1/chat/completions: render the chat template as vLLM's OpenAI server does, then
    * encode with add_special_tokens=false. `body`, when given, is the JSON body `request`
