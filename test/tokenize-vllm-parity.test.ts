@@ -117,6 +117,33 @@ describe("chat prompts as vLLM renders them (Qwen3)", () => {
   });
 });
 
+describe("an assistant's reasoning_content (deprecated name of reasoning)", () => {
+  it("reaches the template as reasoning does", async () => {
+    const text =
+      `${S}user\nq${E}${S}assistant\n<think>\nthought\n</think>\n\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>${E}` +
+      `${S}user\n<tool_response>\nr\n</tool_response>${E}${GEN}`;
+    for (const field of ["reasoning", "reasoning_content"]) {
+      await expectPrompt(
+        {
+          messages: [
+            { role: "user", content: "q" },
+            {
+              role: "assistant",
+              content: null,
+              [field]: "thought",
+              tool_calls: [
+                { id: "c1", type: "function", function: { name: "f", arguments: "{}" } },
+              ],
+            },
+            { role: "tool", tool_call_id: "c1", content: "r" },
+          ],
+        },
+        text,
+      );
+    }
+  });
+});
+
 describe("request fields over chat_template_kwargs (vLLM build_chat_params)", () => {
   it("a chat_template_kwargs add_generation_prompt does not override the request's (default true)", async () => {
     await expectPrompt(

@@ -102,9 +102,12 @@ export function toConversation(messages: readonly unknown[], format: ContentForm
         const calls = toolCallsOf(where, m.tool_calls);
         if (calls.length > 0) out.tool_calls = calls;
       }
-      if (m.reasoning !== undefined && m.reasoning !== null) {
-        out.reasoning = m.reasoning;
-        out.reasoning_content = m.reasoning;
+      // vLLM renames the deprecated `reasoning_content` to `reasoning` when `reasoning` is
+      // null or absent (ChatCompletionRequest._normalize_messages_before).
+      const reasoning = m.reasoning ?? m.reasoning_content;
+      if (reasoning !== undefined && reasoning !== null) {
+        out.reasoning = reasoning;
+        out.reasoning_content = reasoning;
       }
     } else if (role === "tool") {
       if ("tool_call_id" in m) out.tool_call_id = m.tool_call_id;
