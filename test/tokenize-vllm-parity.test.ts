@@ -144,6 +144,35 @@ describe("an assistant's reasoning_content (deprecated name of reasoning)", () =
   });
 });
 
+describe("Claude Code's billing header in a system message (vLLM strips it)", () => {
+  it("drops the header's line from system text, and a part holding only the header", async () => {
+    const header = "x-anthropic-billing-header: cc_version=2.1; cch=1f2e3;";
+    const text = `${S}system\nYou are a coding agent.${E}${S}user\nhi${E}${GEN}`;
+    for (const system of [
+      `${header}\nYou are a coding agent.`,
+      [
+        { type: "text", text: header },
+        { type: "text", text: "You are a coding agent." },
+      ],
+    ]) {
+      await expectPrompt(
+        {
+          messages: [
+            { role: "system", content: system },
+            { role: "user", content: "hi" },
+          ],
+        },
+        text,
+      );
+    }
+    // Only a system message's text, and only at its start.
+    await expectPrompt(
+      { messages: [{ role: "user", content: `${header}\nx` }] },
+      `${S}user\n${header}\nx${E}${GEN}`,
+    );
+  });
+});
+
 describe("request fields over chat_template_kwargs (vLLM build_chat_params)", () => {
   it("a chat_template_kwargs add_generation_prompt does not override the request's (default true)", async () => {
     await expectPrompt(
