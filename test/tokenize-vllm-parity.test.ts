@@ -223,7 +223,9 @@ describe("a request's own chat_template", () => {
 });
 
 /** A tiny model whose completions get a BOS (`add_bos_token`), like Llama 3's. */
-function bosModelDir(): string {
+function bosModelDir(
+  template = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
+): string {
   const dir = mkdtempSync(join(tmpdir(), "kvr-bos-"));
   const tokenizer = {
     version: "1.0",
@@ -249,7 +251,7 @@ function bosModelDir(): string {
   const config = {
     bos_token: "<s>",
     add_bos_token: true,
-    chat_template: "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
+    chat_template: template,
   };
   writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(tokenizer));
   writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));
@@ -292,6 +294,26 @@ describe("add_special_tokens on a completion (vLLM: default true)", () => {
       expect(bos.tokenizeCompletionSync("a b", false).tokenIds).toEqual(bare);
     } finally {
       await bos.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("an assistant's empty tool_calls list (vLLM keeps it)", () => {
+  it("reaches a template that tests `tool_calls is defined`", async () => {
+    const dir = bosModelDir(
+      "{% for m in messages %}{% if m.tool_calls is defined %}<s>{% endif %}{{ m.content }}{% endfor %}",
+    );
+    const t = await loadModelTokenizer(dir, { threads: 0 });
+    try {
+      const messages = (tool_calls?: unknown[]) => [
+        { role: "user", content: "a" },
+        { role: "assistant", content: "b", ...(tool_calls ? { tool_calls } : {}) },
+      ];
+      expect(t.renderChat({ messages: messages([]) })).toBe("a<s>b");
+      expect(t.renderChat({ messages: messages() })).toBe("ab");
+    } finally {
+      await t.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });

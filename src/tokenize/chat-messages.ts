@@ -136,8 +136,9 @@ export function toConversation(messages: readonly unknown[], format: ContentForm
     const out: Obj = { role, content };
     if (role === "assistant") {
       if (m.tool_calls !== undefined && m.tool_calls !== null) {
-        const calls = toolCallsOf(where, m.tool_calls);
-        if (calls.length > 0) out.tool_calls = calls;
+        // Kept even when empty: vLLM copies any non-null list (a template testing
+        // `tool_calls is defined` sees `[]`).
+        out.tool_calls = toolCallsOf(where, m.tool_calls);
       }
       // vLLM renames the deprecated `reasoning_content` to `reasoning` when `reasoning` is
       // null or absent (ChatCompletionRequest._normalize_messages_before).
