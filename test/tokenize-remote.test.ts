@@ -65,6 +65,25 @@ describe("sim-worker --tokenizer vs local tokenizer", () => {
     },
   );
 
+  it("a chat's reasoning_effort and chat_template reach the worker", async () => {
+    const messages = [{ role: "user", content: "hi" }];
+    for (const extra of [
+      { reasoning_effort: "none" },
+      { reasoning_effort: "none", chat_template_kwargs: { enable_thinking: true } },
+    ]) {
+      const request = { messages, ...extra };
+      const [r, l] = await Promise.all([remote.tokenizeChat(request), local.tokenizeChat(request)]);
+      expect(r.tokenIds).toEqual(l.tokenIds);
+    }
+    const think = local.encodeSync("<think>\n\n</think>\n\n");
+    const off = (await remote.tokenizeChat({ messages, reasoning_effort: "none" })).tokenIds;
+    expect(off.slice(-think.length)).toEqual(think);
+    // The simulator, like vLLM without --trust-request-chat-template, refuses it.
+    await expect(
+      remote.tokenizeChat({ messages, chat_template: "{{ messages[0].content }}" }),
+    ).rejects.toMatchObject({ code: "http_status" });
+  });
+
   it("generates text decoded by the real tokenizer, with prompt_tokens from it", async () => {
     const body = { model: "qwen3", messages: [{ role: "user", content: "Hi" }], max_tokens: 5 };
     const res = await fetch(`${sim.url}/v1/chat/completions`, {

@@ -44,7 +44,10 @@ export async function tokenizePrompt(
     const r =
       req.chat !== null
         ? await tokenizer.tokenizeChat(req.chat, body)
-        : await tokenizer.tokenizeCompletion(p?.kind === "text" ? p.text : "");
+        : await tokenizer.tokenizeCompletion(
+            p?.kind === "text" ? p.text : "",
+            req.addSpecialTokens !== false,
+          );
     metrics.tokenize.observe({ mode }, (performance.now() - t0) / 1000);
     if (mode === "local" && r.onThread !== true) metrics.tokenizeOnEventLoop.inc();
     // A thread's typed ids as they came (the router reads any array-like).

@@ -26,6 +26,8 @@ export interface GatewayRequest {
   readonly chat: ChatRequestLike | null;
   /** vLLM's `cache_salt`: the engine keys this request's blocks under it. */
   readonly cacheSalt: string | null;
+  /** A completion's `add_special_tokens` (vLLM: default true). Chats carry theirs in `chat`. */
+  readonly addSpecialTokens: boolean;
 }
 
 type Body = Record<string, unknown>;
@@ -79,7 +81,11 @@ export function parseGatewayRequest(kind: GatewayKind, body: unknown): GatewayRe
   }
   const cacheSalt = optional(body, "cache_salt", isString, "a string");
   if (cacheSalt === "") throw bad("cache_salt", "must be a non-empty string");
-  const common = { kind, model, stream, includeUsage, cacheSalt };
+  const addSpecialTokens =
+    kind === "completion"
+      ? (optional(body, "add_special_tokens", isBool, "a boolean") ?? true)
+      : false;
+  const common = { kind, model, stream, includeUsage, cacheSalt, addSpecialTokens };
   if (kind === "completion") return { ...common, prompt: parsePrompt(body.prompt), chat: null };
   return { ...common, prompt: null, chat: parseChat(body) };
 }
@@ -123,6 +129,9 @@ function parseChat(b: Body): ChatRequestLike {
   optional(b, "add_generation_prompt", isBool, "a boolean");
   optional(b, "continue_final_message", isBool, "a boolean");
   optional(b, "documents", isArray, "an array");
+  optional(b, "reasoning_effort", isString, "a string");
+  optional(b, "chat_template", isString, "a string");
+  optional(b, "add_special_tokens", isBool, "a boolean");
   // The same function reads the fields again from the body's bytes on a tokenizer thread.
   return chatRequestOf(b);
 }

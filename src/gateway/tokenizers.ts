@@ -129,8 +129,8 @@ class WorkerTokenizer implements PromptTokenizer {
     readonly pick: () => RemoteTokenizer | null,
   ) {}
 
-  tokenizeCompletion(prompt: string): Promise<TokenizeResult> {
-    return this.#worker().tokenizeCompletion(prompt);
+  tokenizeCompletion(prompt: string, addSpecialTokens = true): Promise<TokenizeResult> {
+    return this.#worker().tokenizeCompletion(prompt, addSpecialTokens);
   }
 
   tokenizeChat(request: ChatRequestLike): Promise<TokenizeResult> {

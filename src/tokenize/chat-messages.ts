@@ -83,6 +83,43 @@ function toolCallsOf(where: string, v: unknown): Obj[] {
   });
 }
 
+const BILLING_HEADER = "x-anthropic-billing-header";
+
+/**
+ * vLLM drops Claude Code's attribution line (its `cch` value changes per request) from a
+ * system message's text: a string or `text` part starting with the header loses its
+ * first line, and is dropped when nothing follows (`_strip_claude_code_billing_header`).
+ */
+function stripBillingHeader(content: unknown): unknown {
+  const strip = (text: string): string | null => {
+    const nl = text.indexOf("\n");
+    const rest = nl < 0 ? "" : text.slice(nl + 1);
+    return rest === "" ? null : rest;
+  };
+  if (typeof content === "string") {
+    if (!content.startsWith(BILLING_HEADER)) return content;
+    const rest = strip(content);
+    return rest === null ? [] : rest;
+  }
+  if (!Array.isArray(content)) return content;
+  const out: unknown[] = [];
+  for (const part of content) {
+    const text =
+      typeof part === "string"
+        ? part
+        : isObj(part) && part.type === "text" && typeof part.text === "string"
+          ? part.text
+          : null;
+    if (text === null || !text.startsWith(BILLING_HEADER)) {
+      out.push(part);
+      continue;
+    }
+    const rest = strip(text);
+    if (rest !== null) out.push(typeof part === "string" ? rest : { ...(part as Obj), text: rest });
+  }
+  return out;
+}
+
 /** The conversation as the chat template sees it. Throws `TokenizeError("bad_request")`. */
 export function toConversation(messages: readonly unknown[], format: ContentFormat): Obj[] {
   if (!Array.isArray(messages) || messages.length === 0) {
@@ -93,18 +130,22 @@ export function toConversation(messages: readonly unknown[], format: ContentForm
     if (!isObj(m)) throw bad(`'${where}' must be an object`);
     const role = m.role;
     if (typeof role !== "string") throw bad(`'${where}.role' must be a string`);
-    const parts = texts(where, m.content);
+    const parts = texts(where, role === "system" ? stripBillingHeader(m.content) : m.content);
     const content: unknown =
       format === "string" ? parts.join("\n") : parts.map((text) => ({ type: "text", text }));
     const out: Obj = { role, content };
     if (role === "assistant") {
       if (m.tool_calls !== undefined && m.tool_calls !== null) {
-        const calls = toolCallsOf(where, m.tool_calls);
-        if (calls.length > 0) out.tool_calls = calls;
+        // Kept even when empty: vLLM copies any non-null list (a template testing
+        // `tool_calls is defined` sees `[]`).
+        out.tool_calls = toolCallsOf(where, m.tool_calls);
       }
-      if (m.reasoning !== undefined && m.reasoning !== null) {
-        out.reasoning = m.reasoning;
-        out.reasoning_content = m.reasoning;
+      // vLLM renames the deprecated `reasoning_content` to `reasoning` when `reasoning` is
+      // null or absent (ChatCompletionRequest._normalize_messages_before).
+      const reasoning = m.reasoning ?? m.reasoning_content;
+      if (reasoning !== undefined && reasoning !== null) {
+        out.reasoning = reasoning;
+        out.reasoning_content = reasoning;
       }
     } else if (role === "tool") {
       if ("tool_call_id" in m) out.tool_call_id = m.tool_call_id;

@@ -72,6 +72,13 @@ export class ChatRenderer {
 
   /** The prompt text vLLM would tokenize for this request. */
   render(request: ChatRequestLike): string {
+    if (request.chat_template !== undefined && request.chat_template !== null) {
+      // vLLM refuses it without --trust-request-chat-template and renders it with the flag;
+      // which one a worker does is not known here, and a client's template is not run here.
+      throw bad(
+        "a request's own chat_template is not rendered locally (vLLM renders it only with --trust-request-chat-template)",
+      );
+    }
     const tools = toToolDicts(request.tools);
     const source = pickChatTemplate(this.#files.chatTemplates, tools !== null);
     if (source === null) {
@@ -85,14 +92,27 @@ export class ChatRenderer {
     if (rejected.length > 0) {
       throw bad(`Found unexpected chat template kwargs from request: ${rejected.join(", ")}`);
     }
-    const vars: Record<string, unknown> = {
-      add_generation_prompt: request.add_generation_prompt ?? true,
-      continue_final_message: request.continue_final_message ?? false,
-      tools,
-      documents: request.documents ?? null,
-    };
+    const vars: Record<string, unknown> = { tools, documents: null };
     for (const [k, v] of Object.entries(kwargs)) {
       if (c.names.has(k) || HF_BASE_PARAMS.has(k)) vars[k] = v;
+    }
+    // vLLM merges the request's own fields over chat_template_kwargs (`build_chat_params`:
+    // `merge_kwargs(chat_template_kwargs, {add_generation_prompt, …})`, a null one not
+    // counting), so a kwarg of the same name never wins; the booleans always have a value.
+    vars.add_generation_prompt = request.add_generation_prompt ?? true;
+    vars.continue_final_message = request.continue_final_message ?? false;
+    if (request.documents !== undefined && request.documents !== null) {
+      vars.documents = request.documents;
+    }
+    // And `reasoning_effort` (vLLM's, not OpenAI's only): passed on, and unless the
+    // kwargs name `enable_thinking`, it sets `enable_thinking = effort != "none"`.
+    const effort = request.reasoning_effort;
+    if (typeof effort === "string") {
+      vars.reasoning_effort = effort;
+      if (!("enable_thinking" in kwargs)) vars.enable_thinking = effort !== "none";
+    }
+    for (const k of ["reasoning_effort", "enable_thinking"]) {
+      if (k in vars && !c.names.has(k)) delete vars[k];
     }
     const addGen = vars.add_generation_prompt === true;
     const cont = vars.continue_final_message === true;

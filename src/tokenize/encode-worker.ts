@@ -22,7 +22,7 @@ import {
 
 /** A whole request, as `LocalTokenizer` takes it. */
 export type RequestJob =
-  | { readonly kind: "completion"; readonly prompt: string }
+  | { readonly kind: "completion"; readonly prompt: string; readonly special?: boolean }
   | { readonly kind: "chat"; readonly request: ChatRequestLike }
   /** A chat request's JSON body (transferred): read here, so the sender clones no objects. */
   | { readonly kind: "chatBody"; readonly body: Uint8Array };
@@ -91,7 +91,7 @@ port.on("message", (job: EncodeJob) => {
     let ids: Int32Array;
     let cached: number;
     if (r.kind === "completion") {
-      const out = local().tokenizeCompletionSync(r.prompt);
+      const out = local().tokenizeCompletionSync(r.prompt, r.special ?? true);
       ids = Int32Array.from(out.tokenIds);
       cached = out.cachedSegments ?? 0;
     } else {

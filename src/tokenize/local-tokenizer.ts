@@ -103,13 +103,17 @@ export class LocalTokenizer implements PromptTokenizer {
     this.#requestsOffThread = o.requestsOffThread;
   }
 
-  async tokenizeCompletion(prompt: string): Promise<TokenizeResult> {
+  async tokenizeCompletion(prompt: string, addSpecialTokens = true): Promise<TokenizeResult> {
     if (typeof prompt !== "string")
       throw new TokenizeError("bad_request", "'prompt' must be a string");
     this.#checkOpen();
-    const off = this.#offThread({ kind: "completion", prompt }, prompt, prompt.length);
+    const job: RequestJob = addSpecialTokens
+      ? { kind: "completion", prompt }
+      : { kind: "completion", prompt, special: false };
+    const off = this.#offThread(job, prompt, prompt.length);
     if (off !== null) return off;
     const body = await this.#encodeText(prompt);
+    if (!addSpecialTokens) return body;
     return {
       tokenIds: [...this.#encoder.prefix, ...body.tokenIds, ...this.#encoder.suffix],
       cachedSegments: body.cachedSegments,
@@ -135,14 +139,26 @@ export class LocalTokenizer implements PromptTokenizer {
       body === undefined ? chars + chatExtraChars(request) : body.byteLength,
     );
     if (off !== null) return off;
-    return this.#encodeText(this.renderChat(request));
+    return this.#withSpecial(request, await this.#encodeText(this.renderChat(request)));
+  }
+
+  /**
+   * vLLM encodes a chat's rendered prompt with the request's `add_special_tokens` (default
+   * false): true adds what a completion gets (e.g. Llama 3's BOS, on top of the template's).
+   */
+  #withSpecial(request: ChatRequestLike, r: TokenizeResult): TokenizeResult {
+    if (request.add_special_tokens !== true) return r;
+    const { prefix, suffix } = this.#encoder;
+    if (prefix.length === 0 && suffix.length === 0) return r;
+    return { tokenIds: [...prefix, ...r.tokenIds, ...suffix], cachedSegments: r.cachedSegments };
   }
 
   /** A completion's ids on this thread, through the segment cache. */
-  tokenizeCompletionSync(prompt: string): TokenizeResult {
+  tokenizeCompletionSync(prompt: string, addSpecialTokens = true): TokenizeResult {
     if (typeof prompt !== "string")
       throw new TokenizeError("bad_request", "'prompt' must be a string");
     const body = this.#encodeTextSync(prompt);
+    if (!addSpecialTokens) return body;
     return {
       tokenIds: [...this.#encoder.prefix, ...body.tokenIds, ...this.#encoder.suffix],
       cachedSegments: body.cachedSegments,
@@ -151,7 +167,7 @@ export class LocalTokenizer implements PromptTokenizer {
 
   /** A chat's ids on this thread, through the segment cache. */
   tokenizeChatSync(request: ChatRequestLike): TokenizeResult {
-    return this.#encodeTextSync(this.renderChat(request));
+    return this.#withSpecial(request, this.#encodeTextSync(this.renderChat(request)));
   }
 
   /**
@@ -159,6 +175,17 @@ export class LocalTokenizer implements PromptTokenizer {
    * transferred as it is: no array of numbers grown id by id and then copied).
    */
   tokenizeChatIdsSync(request: ChatRequestLike): { ids: Int32Array; cachedSegments: number } {
+    const r = this.#chatIdsSync(request);
+    const { prefix, suffix } = this.#encoder;
+    if (request.add_special_tokens !== true || prefix.length + suffix.length === 0) return r;
+    const ids = new Int32Array(prefix.length + r.ids.length + suffix.length);
+    ids.set(prefix);
+    ids.set(r.ids, prefix.length);
+    ids.set(suffix, prefix.length + r.ids.length);
+    return { ids, cachedSegments: r.cachedSegments };
+  }
+
+  #chatIdsSync(request: ChatRequestLike): { ids: Int32Array; cachedSegments: number } {
     const text = this.renderChat(request);
     if (this.mode === "whole") {
       return { ids: Int32Array.from(this.#encoder.encode(text)), cachedSegments: 0 };

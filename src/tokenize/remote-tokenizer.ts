@@ -39,8 +39,12 @@ export class RemoteTokenizer implements PromptTokenizer {
     if (options.authorization != null) this.#headers.authorization = options.authorization;
   }
 
-  tokenizeCompletion(prompt: string): Promise<TokenizeResult> {
-    return this.#post(this.model === "" ? { prompt } : { model: this.model, prompt });
+  tokenizeCompletion(prompt: string, addSpecialTokens = true): Promise<TokenizeResult> {
+    const body: Record<string, unknown> =
+      this.model === "" ? { prompt } : { model: this.model, prompt };
+    // vLLM's /tokenize takes the field too (TokenizeCompletionRequest, default true).
+    if (!addSpecialTokens) body.add_special_tokens = false;
+    return this.#post(body);
   }
 
   tokenizeChat(request: ChatRequestLike): Promise<TokenizeResult> {
@@ -51,9 +55,27 @@ export class RemoteTokenizer implements PromptTokenizer {
       continue_final_message: request.continue_final_message ?? false,
     };
     if (request.tools !== undefined) body.tools = request.tools;
-    if (request.chat_template_kwargs !== undefined)
-      body.chat_template_kwargs = request.chat_template_kwargs;
+    let kwargs = request.chat_template_kwargs;
+    const effort = request.reasoning_effort;
+    if (typeof effort === "string") {
+      // vLLM's /tokenize has no reasoning_effort: what chat completions derive from it
+      // (build_chat_params) goes in as template kwargs, filtered there to the template's.
+      kwargs = {
+        ...kwargs,
+        reasoning_effort: effort,
+        ...(kwargs !== undefined && "enable_thinking" in kwargs
+          ? {}
+          : { enable_thinking: effort !== "none" }),
+      };
+    }
+    if (kwargs !== undefined) body.chat_template_kwargs = kwargs;
     if (request.documents !== undefined) body.documents = request.documents;
+    // Both are fields of vLLM's TokenizeChatRequest; the worker applies its own
+    // --trust-request-chat-template rule to a chat_template.
+    if (request.add_special_tokens !== undefined) {
+      body.add_special_tokens = request.add_special_tokens;
+    }
+    if (request.chat_template !== undefined) body.chat_template = request.chat_template;
     return this.#post(body);
   }
 

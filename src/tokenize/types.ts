@@ -28,6 +28,12 @@ export interface ChatRequestLike {
   /** vLLM; default false. */
   readonly continue_final_message?: boolean;
   readonly documents?: readonly unknown[];
+  /** vLLM passes it to the template and derives `enable_thinking` from it. */
+  readonly reasoning_effort?: string;
+  /** The request's own template (vLLM: only with --trust-request-chat-template). */
+  readonly chat_template?: string;
+  /** vLLM; default false for chats (true adds e.g. a BOS on top of the template's). */
+  readonly add_special_tokens?: boolean;
 }
 
 /**
@@ -49,12 +55,18 @@ const CHAT_OPTIONAL_FIELDS = [
   "add_generation_prompt",
   "continue_final_message",
   "documents",
+  "reasoning_effort",
+  "chat_template",
+  "add_special_tokens",
 ] as const satisfies readonly (keyof ChatRequestLike)[];
 
 export interface PromptTokenizer {
   readonly model: string;
-  /** /v1/completions prompt text (vLLM adds special tokens = BOS when the tokenizer config says so). */
-  tokenizeCompletion(prompt: string): Promise<TokenizeResult>;
+  /**
+   * /v1/completions prompt text. vLLM adds special tokens (e.g. a BOS, as the tokenizer
+   * config says) unless the request's `add_special_tokens` is false.
+   */
+  tokenizeCompletion(prompt: string, addSpecialTokens?: boolean): Promise<TokenizeResult>;
   /**
    * /v1/chat/completions: render the chat template as vLLM's OpenAI server does, then
    * encode with add_special_tokens=false. `body`, when given, is the JSON body `request`
