@@ -37,32 +37,38 @@ const store = (key: string, hash: string, parent = ""): MooncakeWireEvent => ({
   tokenIds: Array.from({ length: 16 }, (_, i) => i + hash.length),
 });
 
+/** A Mooncake store publisher (seq from 1, no replay) and a subscriber into `index`, live. */
+async function storeStream<I extends ConstructorParameters<typeof KvEventSubscriber>[1]>(index: I) {
+  const pub = await EnginePublisher.bind({
+    endpoint: "tcp://127.0.0.1:*",
+    topic: "mooncake",
+    firstSeq: 1n,
+  });
+  cleanups.push(() => pub.close());
+  const sub = new KvEventSubscriber(
+    {
+      worker: STORE,
+      endpoint: pub.endpoint,
+      replayEndpoint: null,
+      topic: "mooncake",
+      format: "mooncake",
+      reconnectIntervalMs: 20,
+    },
+    index,
+  );
+  cleanups.push(() => sub.close());
+  // Probe until the subscription is live (the store has no replay to recover from).
+  await waitFor("live", () => {
+    pub.publishRaw(batch([]));
+    return sub.state().batches > 0;
+  });
+  return { pub, sub };
+}
+
 describe("Mooncake stream over ZeroMQ", () => {
   it("starts at seq 1 without a replay socket and applies store events for the holder", async () => {
-    const pub = await EnginePublisher.bind({
-      endpoint: "tcp://127.0.0.1:*",
-      topic: "mooncake",
-      firstSeq: 1n,
-    });
-    cleanups.push(() => pub.close());
     const index = new RecordingIndex();
-    const sub = new KvEventSubscriber(
-      {
-        worker: STORE,
-        endpoint: pub.endpoint,
-        replayEndpoint: null,
-        topic: "mooncake",
-        format: "mooncake",
-        reconnectIntervalMs: 20,
-      },
-      index,
-    );
-    cleanups.push(() => sub.close());
-    // Probe until the subscription is live (the store has no replay to recover from).
-    await waitFor("live", () => {
-      pub.publishRaw(batch([]));
-      return sub.state().batches > 0;
-    });
+    const { pub, sub } = await storeStream(index);
     await waitFor("idle", () => sub.state().lastSeq === pub.nextSeq - 1n);
     const startupHoles = sub.state().resets.startup_hole;
     expect(startupHoles).toBeLessThanOrEqual(1); // 0 when seq 1 itself got through
@@ -97,29 +103,8 @@ describe("Mooncake stream over ZeroMQ", () => {
  * the given models, the store `store:mc` registered with `storeModel`.
  */
 async function storeFleet(engines: readonly (string | null)[], storeModel: string | null) {
-  const pub = await EnginePublisher.bind({
-    endpoint: "tcp://127.0.0.1:*",
-    topic: "mooncake",
-    firstSeq: 1n,
-  });
-  cleanups.push(() => pub.close());
   const index = new RadixTreeIndex({ blockSize: 16 });
-  const sub = new KvEventSubscriber(
-    {
-      worker: STORE,
-      endpoint: pub.endpoint,
-      replayEndpoint: null,
-      topic: "mooncake",
-      format: "mooncake",
-      reconnectIntervalMs: 20,
-    },
-    index,
-  );
-  cleanups.push(() => sub.close());
-  await waitFor("live", () => {
-    pub.publishRaw(batch([]));
-    return sub.state().batches > 0;
-  });
+  const { pub, sub } = await storeStream(index);
   const registry = new WorkerRegistry();
   for (const [i, model] of engines.entries()) {
     registry.upsert({
