@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadModelTokenizer, TokenizeError } from "../src/tokenize/index.js";
+import { tinyTokenizerJson } from "./tiny-tokenizer.js";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -22,41 +23,16 @@ function modelDir(files: Record<string, string>): string {
   return d;
 }
 
-/** A tiny BPE tokenizer with a Metaspace pre-tokenizer and one added token `<sep>`. */
+/** The tiny tokenizer with one added token `<sep>`. */
 function tinyTokenizer(prependScheme: "first" | "always"): string {
-  return JSON.stringify({
-    version: "1.0",
-    added_tokens: [
-      {
-        id: 6,
-        content: "<sep>",
-        single_word: false,
-        lstrip: false,
-        rstrip: false,
-        normalized: false,
-        special: true,
-      },
-    ],
-    normalizer: null,
-    pre_tokenizer: {
-      type: "Metaspace",
-      replacement: "▁",
-      prepend_scheme: prependScheme,
-      split: true,
-    },
-    post_processor: null,
-    decoder: { type: "Metaspace", replacement: "▁", prepend_scheme: prependScheme, split: true },
-    model: {
-      type: "BPE",
-      dropout: null,
-      unk_token: "<unk>",
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      vocab: { "<unk>": 0, "▁": 1, a: 2, b: 3, "▁a": 4, "▁b": 5 },
-      merges: ["▁ a", "▁ b"],
-    },
+  return tinyTokenizerJson(prependScheme, {
+    id: 6,
+    content: "<sep>",
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
   });
 }
 

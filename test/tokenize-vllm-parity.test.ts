@@ -16,6 +16,7 @@ import {
   type LocalTokenizer,
   loadModelTokenizer,
 } from "../src/tokenize/index.js";
+import { tinyTokenizerJson } from "./tiny-tokenizer.js";
 
 let tok: LocalTokenizer;
 beforeAll(async () => {
@@ -227,33 +228,20 @@ function bosModelDir(
   template = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
 ): string {
   const dir = mkdtempSync(join(tmpdir(), "kvr-bos-"));
-  const tokenizer = {
-    version: "1.0",
-    added_tokens: [
-      { id: 6, content: "<s>", single_word: false, lstrip: false, rstrip: false, special: true },
-    ],
-    normalizer: null,
-    pre_tokenizer: { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true },
-    post_processor: null,
-    decoder: { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true },
-    model: {
-      type: "BPE",
-      dropout: null,
-      unk_token: "<unk>",
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      vocab: { "<unk>": 0, "▁": 1, a: 2, b: 3, "▁a": 4, "▁b": 5 },
-      merges: ["▁ a", "▁ b"],
-    },
-  };
+  const tokenizer = tinyTokenizerJson("always", {
+    id: 6,
+    content: "<s>",
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    special: true,
+  });
   const config = {
     bos_token: "<s>",
     add_bos_token: true,
     chat_template: template,
   };
-  writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(tokenizer));
+  writeFileSync(join(dir, "tokenizer.json"), tokenizer);
   writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));
   return dir;
 }
