@@ -13,9 +13,14 @@ import type {
   PrefixIndex,
 } from "../src/index/types.js";
 import type { LiveSocketOptions } from "../src/ingest/decode-thread.js";
+import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
+import type {
+  KvEventSubscriberDeps,
+  KvEventSubscriberOptions,
+} from "../src/ingest/subscriber-options.js";
 import type { WireBatch } from "../src/protocol/event-encoder.js";
 import type { KvEvent } from "../src/protocol/events.js";
-import type { WorkerKey } from "../src/protocol/worker.js";
+import { type WorkerKey, workerKey } from "../src/protocol/worker.js";
 
 /** Poll `check` until it returns true; fails with `what` after `timeoutMs`. */
 export async function waitFor(
@@ -161,4 +166,36 @@ export function liveSocket(endpoint: string): LiveSocketOptions {
     heartbeatInterval: 0,
     fieldOrder: "vllm",
   };
+}
+
+/**
+ * A subscriber of worker `w1#0`'s vLLM stream (topic `kv-events`) with a replay endpoint
+ * and short test timings; `extra` overrides any option. The caller closes it.
+ */
+export function replayTestSubscriber(
+  index: PrefixIndex,
+  endpoint: string,
+  replayEndpoint: string,
+  extra: Partial<KvEventSubscriberOptions> = {},
+  deps: KvEventSubscriberDeps = {},
+): KvEventSubscriber {
+  return new KvEventSubscriber(
+    {
+      worker: workerKey("w1", 0),
+      endpoint,
+      replayEndpoint,
+      topic: "kv-events",
+      format: "vllm",
+      // A stall is found by this silence. A scripted replay answering from the test's own
+      // process can also fall silent this long when a loaded machine stops the process for
+      // a moment (seen at load ~7 with 150 ms), and exact request counts then differ.
+      replayTimeoutMs: 400,
+      replayBackoffMs: 10,
+      reconnectIntervalMs: 20,
+      reconnectMaxIntervalMs: 100,
+      ...extra,
+    },
+    index,
+    deps,
+  );
 }

@@ -10,10 +10,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { EnginePublisher } from "../src/engine/publisher.js";
 import { DecodeThread } from "../src/ingest/decode-thread.js";
-import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
+import type { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
 import { workerKey } from "../src/protocol/worker.js";
 import type { LogSink } from "../src/util/log-sink.js";
-import { hex, RecordingIndex, storedBatch, waitFor } from "./zmq-helpers.js";
+import { hex, RecordingIndex, replayTestSubscriber, storedBatch, waitFor } from "./zmq-helpers.js";
 
 const W = workerKey("w1", 0);
 const LOOPBACK = "tcp://127.0.0.1:*";
@@ -59,22 +59,7 @@ function subscriber(
   decodeThread: boolean,
   logger?: LogSink,
 ): KvEventSubscriber {
-  const sub = new KvEventSubscriber(
-    {
-      worker: W,
-      endpoint,
-      replayEndpoint,
-      topic: "kv-events",
-      format: "vllm",
-      replayTimeoutMs: 400,
-      replayBackoffMs: 10,
-      reconnectIntervalMs: 20,
-      reconnectMaxIntervalMs: 100,
-      decodeThread,
-    },
-    index,
-    { logger },
-  );
+  const sub = replayTestSubscriber(index, endpoint, replayEndpoint, { decodeThread }, { logger });
   cleanups.push(() => sub.close());
   return sub;
 }

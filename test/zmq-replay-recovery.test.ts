@@ -8,11 +8,17 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { Router } from "zeromq";
 import { EnginePublisher } from "../src/engine/publisher.js";
-import { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
+import type { KvEventSubscriber } from "../src/ingest/kv-event-subscriber.js";
 import { SubscriberPool } from "../src/ingest/subscriber-pool.js";
 import { encodeEventBatch, type WireBatch } from "../src/protocol/event-encoder.js";
 import { workerKey } from "../src/protocol/worker.js";
-import { freePortRange, hex, RecordingIndex, waitFor } from "./zmq-helpers.js";
+import {
+  freePortRange,
+  hex,
+  RecordingIndex,
+  replayTestSubscriber,
+  waitFor,
+} from "./zmq-helpers.js";
 
 const W = workerKey("w1", 0);
 const LOOPBACK = "tcp://127.0.0.1:*";
@@ -108,24 +114,7 @@ function subscriber(
   replayEndpoint: string,
   extra: Partial<ConstructorParameters<typeof KvEventSubscriber>[0]> = {},
 ): KvEventSubscriber {
-  const sub = new KvEventSubscriber(
-    {
-      worker: W,
-      endpoint,
-      replayEndpoint,
-      topic: "kv-events",
-      format: "vllm",
-      // A stall is found by this silence; the scripted replay runs in this process, so a
-      // shorter one can also fire mid-answer when a loaded machine stops the process for
-      // a moment (seen at load ~7 with 150 ms), and the exact request counts below differ.
-      replayTimeoutMs: 400,
-      replayBackoffMs: 10,
-      reconnectIntervalMs: 20,
-      reconnectMaxIntervalMs: 100,
-      ...extra,
-    },
-    index,
-  );
+  const sub = replayTestSubscriber(index, endpoint, replayEndpoint, extra);
   cleanups.push(() => sub.close());
   return sub;
 }
